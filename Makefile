@@ -1,0 +1,94 @@
+# Operator and developer interface of the gateway. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+NODE ?= node
+APT_PACKAGES := redis-server librdkafka-dev gcc chromium
+CLI := $(NODE) dist/services/cli.js
+
+.PHONY: help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
+        app user webhooks replay publish deliveries resend clean config-doc
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
+
+node_modules/.installed: package.json package-lock.json
+	@echo "==> installing npm packages (npm ci)"
+	@npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+deps-npm: node_modules/.installed
+
+deps-system: ## install redis-server, librdkafka-dev, gcc and chromium with apt-get when absent
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "==> installing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	else echo "==> Debian packages present: $(APT_PACKAGES)"; fi
+
+deps: deps-npm deps-system
+
+build: deps-npm ## compile TypeScript to dist/
+	@echo "==> building"
+	@npx tsc -p tsconfig.build.json
+
+run: build ## the gateway on the embedded default (all services, one process, no Kafka/Redis)
+	@$(NODE) dist/services/embedded/main.js
+
+lint: deps-npm ## eslint
+	@echo "==> lint"
+	@npx eslint --max-warnings=0 .
+
+typecheck: deps-npm ## tsc --noEmit over sources, tests and benchmarks
+	@echo "==> typecheck"
+	@npx tsc -p tsconfig.json --noEmit
+
+test: deps build lint typecheck test-only ## install what is missing, build, lint, typecheck, run every test
+
+test-only: ## run the tap suite (real Redis and Kafka mock cluster started by test/support)
+	@bash scripts/run-tests.sh
+
+bench: build deps-system ## run every benchmark; writes bench/RESULTS.md
+	@bash scripts/run-bench.sh
+
+up: build deps-system ## distributed on this machine: Redis, Kafka mock cluster, one process per service
+	@$(NODE) dist/scripts/up.js up
+
+down: ## stop exactly the processes `make up` started
+	@$(NODE) dist/scripts/up.js down
+
+status: ## what `make up` runs and whether each service is ready
+	@$(NODE) dist/scripts/up.js status
+
+topics: build ## list (and create, on the local cluster) the topics of deploy/topics.json
+	@$(CLI) topics
+
+lag: build ## consumer lag per group
+	@$(CLI) lag
+
+app: build ## create an application: make app NAME=... CALLBACK=... [ACCESS=read-write]
+	@$(CLI) app create --name "$(NAME)" $(if $(CALLBACK),--callback "$(CALLBACK)") $(if $(ACCESS),--access "$(ACCESS)") $(if $(JSON),--json)
+
+user: build ## create a user: make user SCREEN_NAME=... PASSWORD=...
+	@$(CLI) user create --screen-name "$(SCREEN_NAME)" --password "$(PASSWORD)" $(if $(JSON),--json)
+
+webhooks: build ## list webhooks of every app
+	@$(CLI) webhooks list
+
+replay: build ## replay deliveries: make replay WEBHOOK=... FROM=yyyymmddhhmm TO=yyyymmddhhmm
+	@$(CLI) webhooks replay --webhook "$(WEBHOOK)" --from "$(FROM)" --to "$(TO)"
+
+deliveries: build ## delivery log: make deliveries WEBHOOK=... [STATUS=failed]
+	@$(CLI) webhooks deliveries --webhook "$(WEBHOOK)" $(if $(STATUS),--status "$(STATUS)")
+
+resend: build ## re-send logged deliveries: make resend WEBHOOK=... SINCE=ISO-time
+	@$(CLI) webhooks resend --webhook "$(WEBHOOK)" --since "$(SINCE)"
+
+publish: build ## publish activity events: make publish FILE=events.ndjson
+	@$(CLI) events publish --file "$(FILE)"
+
+config-doc: build ## print the configuration table for the README
+	@$(NODE) -e "console.log(require('./dist/services/common/config').configTableMarkdown())"
+
+clean: ## remove build output and local state
+	rm -rf dist .tap data

@@ -1,0 +1,65 @@
+/**
+ * The message bus between services. Two implementations share this contract
+ * (test/common/bus.contract.ts runs against both): MemoryBus (embedded mode)
+ * and KafkaBus (kafkajs). Semantics, both:
+ *  - messages with the same key keep their order (one partition per key);
+ *  - a consumer group splits a topic's partitions among its members and
+ *    rebalances when one joins or leaves;
+ *  - at least once: a message's offset is committed only after its handler
+ *    resolved; a handler that throws gets the same message again (after a
+ *    backoff) and later messages of that partition wait behind it.
+ */
+
+export type Headers = Record<string, string>
+
+export interface BusMessage<T = unknown> {
+  topic: string
+  partition: number
+  offset: string
+  key: string
+  value: T
+  headers: Headers
+  /** Publish time, ms since the epoch. */
+  timestamp: number
+}
+
+export interface OutgoingMessage {
+  key: string
+  value: unknown
+  headers?: Headers
+}
+
+export type MessageHandler = (message: BusMessage) => Promise<void>
+
+export interface SubscribeOptions {
+  /** Consumer group; members of one group share the partitions. */
+  groupId: string
+  topics: string[]
+  handler: MessageHandler
+  /** Where a group with no committed offset starts. Default true: nothing published before the first start is missed. */
+  fromBeginning?: boolean
+}
+
+export interface Consumer {
+  readonly groupId: string
+  /** Leaves the group after in-flight handlers finish (their offsets are committed). */
+  close(): Promise<void>
+}
+
+export interface Bus {
+  readonly kind: 'memory' | 'kafka'
+  publish(topic: string, key: string, value: unknown, headers?: Headers): Promise<void>
+  publishMany(topic: string, messages: OutgoingMessage[]): Promise<void>
+  subscribe(options: SubscribeOptions): Promise<Consumer>
+  close(): Promise<void>
+}
+
+/** Every topic of the system (deploy/topics.json has their partitions and retention). */
+export const TOPICS = {
+  activityEvents: 'activity.events',
+  activityDeliveries: 'activity.deliveries',
+  adsEntityChanges: 'ads.entity-changes',
+  webhookDeadLetter: 'webhook.dead-letter'
+} as const
+
+export type TopicName = (typeof TOPICS)[keyof typeof TOPICS]

@@ -1,0 +1,69 @@
+import path from 'node:path'
+import client from 'prom-client'
+import type { Logger } from 'pino'
+import type { Bus } from './bus/types'
+import { MemoryBus } from './bus/memory'
+import { ValidatingBus } from './bus/validating'
+import type { Config } from './config'
+import { createLogger } from './logger'
+import { schemaRegistry, type SchemaRegistry } from './schemas'
+import { MemoryStore } from './store/memory'
+import type { Store } from './store/types'
+
+/**
+ * What every service is handed: configuration, logger, bus, store, schemas
+ * and metrics. Embedded mode builds one context for all services (memory bus,
+ * journaled memory store); distributed mode builds one per process from
+ * KAFKA_BROKERS and REDIS_URL. Service code never knows which.
+ */
+export interface ServiceContext {
+  readonly serviceName: string
+  readonly config: Config
+  readonly log: Logger
+  readonly bus: Bus
+  readonly store: Store
+  readonly schemas: SchemaRegistry
+  readonly metrics: client.Registry
+  readonly httpMetrics: client.Histogram<'method' | 'route' | 'status'>
+}
+
+export interface ContextOptions {
+  serviceName: string
+  config: Config
+  /** Use these instead of building from config (tests inject real Kafka/Redis or fresh memory ones). */
+  bus?: Bus
+  store?: Store
+  log?: Logger
+}
+
+export async function createBus(config: Config, clientId: string, log: Logger): Promise<Bus> {
+  if (config.kafkaBrokers.length === 0) return new MemoryBus(config.busPartitions, log)
+  const { KafkaBus } = await import('./bus/kafka')
+  return KafkaBus.connect({ brokers: config.kafkaBrokers, clientId: `${config.kafkaClientId}-${clientId}`, log })
+}
+
+export async function createStore(config: Config, log: Logger): Promise<Store> {
+  if (config.redisUrl === '') return MemoryStore.open(path.resolve(config.dataDir, 'state'))
+  const { RedisStore } = await import('./store/redis')
+  return RedisStore.connect(config.redisUrl, log)
+}
+
+export async function createContext(options: ContextOptions): Promise<ServiceContext> {
+  const { config, serviceName } = options
+  const log = options.log ?? createLogger(config.logLevel, serviceName)
+  const schemas = schemaRegistry()
+  const store = options.store ?? (await createStore(config, log))
+  const rawBus = options.bus ?? (await createBus(config, serviceName, log))
+  const bus = rawBus instanceof ValidatingBus ? rawBus : new ValidatingBus(rawBus, schemas)
+  const metrics = new client.Registry()
+  metrics.setDefaultLabels({ service: serviceName })
+  client.collectDefaultMetrics({ register: metrics })
+  const httpMetrics = new client.Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'HTTP request duration by route and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers: [metrics]
+  })
+  return { serviceName, config, log, bus, store, schemas, metrics, httpMetrics }
+}

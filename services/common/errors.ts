@@ -1,0 +1,278 @@
+/**
+ * Every error the gateway can answer with, defined in one place.
+ *
+ * Three wire shapes exist (service-spec "Errors", platform-facts §1 and §7):
+ *  - v2 classic Error: `{"errors":[{"code":int,"message":str}]}` as application/json;
+ *  - v2 Problem (RFC 7807) as application/problem+json, its `type` under {problem_base};
+ *  - the advertising envelope `{"errors":[{code,message,parameter?}],"request":{"params":{}}}`.
+ * Route code throws one of the classes below; the interface's error handler
+ * (see http.ts) renders it, translating between shapes where a shared
+ * mechanism (authentication, rate limiting) threw the "other" one.
+ */
+
+export abstract class ApiError extends Error {
+  abstract readonly statusCode: number
+}
+
+// ---------------------------------------------------------------- classic codes
+
+export interface ClassicErrorItem {
+  code: number
+  message: string
+  label?: string
+}
+
+export class ClassicError extends ApiError {
+  readonly statusCode: number
+  readonly items: ClassicErrorItem[]
+  constructor(statusCode: number, items: ClassicErrorItem[] | ClassicErrorItem) {
+    const list = Array.isArray(items) ? items : [items]
+    super(list.map((i) => i.message).join('; '))
+    this.statusCode = statusCode
+    this.items = list
+  }
+  body(): { errors: ClassicErrorItem[] } {
+    return { errors: this.items }
+  }
+}
+
+/** The classic codes of platform-facts §1, each with its status and message. */
+export const Classic = {
+  couldNotAuthenticate: (detail?: string) =>
+    new ClassicError(401, { code: 32, message: detail ? `Could not authenticate you. ${detail}` : 'Could not authenticate you.' }),
+  rateLimited: () => new ClassicError(429, { code: 88, message: 'Rate limit exceeded' }),
+  invalidToken: () => new ClassicError(401, { code: 89, message: 'Invalid or expired token.' }),
+  dmPermission: () =>
+    new ClassicError(403, { code: 93, message: 'This application is not allowed to access or delete your direct messages.' }),
+  unableToVerify: () =>
+    new ClassicError(403, { code: 99, message: 'Unable to verify your credentials', label: 'authenticity_token_error' }),
+  timestampOutOfBounds: () => new ClassicError(401, { code: 135, message: 'Timestamp out of bounds.' }),
+  badAuthData: (detail?: string) =>
+    new ClassicError(400, { code: 215, message: detail ? `Bad Authentication data. ${detail}` : 'Bad Authentication data.' }),
+  forbidden: () => new ClassicError(403, { code: 220, message: 'Your credentials do not allow access to this resource.' }),
+  readOnlyApplication: () =>
+    new ClassicError(401, { code: 89, message: 'Read-only application cannot POST.' }),
+  callbackNotApproved: () =>
+    new ClassicError(403, { code: 415, message: 'Callback URL not approved for this client application. Approved callback URLs can be adjusted in your application settings' }),
+  desktopMustUseOob: () =>
+    new ClassicError(401, { code: 417, message: 'Desktop applications only support the oauth_callback value \'oob\'' })
+}
+
+/** Plain-text OAuth endpoint failures (the public platform answers these as text). */
+export class OAuthTextError extends ApiError {
+  readonly statusCode: number
+  constructor(statusCode: number, message: string) {
+    super(message)
+    this.statusCode = statusCode
+  }
+}
+
+// ---------------------------------------------------------------- problems
+
+export type ProblemSuffix =
+  | 'about:blank'
+  | 'client-disconnected'
+  | 'client-forbidden'
+  | 'conflict'
+  | 'disallowed-resource'
+  | 'duplicate-rules'
+  | 'invalid-request'
+  | 'invalid-rules'
+  | 'noncompliant-rules'
+  | 'not-authorized-for-field'
+  | 'not-authorized-for-resource'
+  | 'operational-disconnect'
+  | 'resource-not-found'
+  | 'resource-unavailable'
+  | 'rule-cap'
+  | 'streaming-connection'
+  | 'unsupported-authentication'
+  | 'usage-capped'
+
+export const PROBLEM_TITLES: Record<ProblemSuffix, string> = {
+  'about:blank': 'Generic Problem',
+  'client-disconnected': 'Client Disconnected',
+  'client-forbidden': 'Client Forbidden',
+  conflict: 'Conflict',
+  'disallowed-resource': 'Disallowed Resource',
+  'duplicate-rules': 'Duplicate Rules',
+  'invalid-request': 'Invalid Request',
+  'invalid-rules': 'Invalid Rules',
+  'noncompliant-rules': 'Noncompliant Rules',
+  'not-authorized-for-field': 'Field Unauthorized',
+  'not-authorized-for-resource': 'Forbidden',
+  'operational-disconnect': 'Operational Disconnect',
+  'resource-not-found': 'Not Found Error',
+  'resource-unavailable': 'Resource Unavailable',
+  'rule-cap': 'Rule Cap',
+  'streaming-connection': 'ConnectionException',
+  'unsupported-authentication': 'Unsupported Authentication',
+  'usage-capped': 'Usage Capped'
+}
+
+export interface InvalidRequestItem {
+  message: string
+  parameters: Record<string, string[]>
+}
+
+export type DisconnectType =
+  | 'OperationalDisconnect'
+  | 'UpstreamOperationalDisconnect'
+  | 'ForceDisconnect'
+  | 'UpstreamUncleanDisconnect'
+  | 'SlowReader'
+  | 'InternalError'
+  | 'ClientApplicationStateDegraded'
+  | 'InvalidRules'
+
+export type ConnectionIssue = 'TooManyConnections' | 'ProvisioningSubscription' | 'RuleConfigurationIssue' | 'RulesInvalidIssue'
+
+export type ProblemExtras = Record<string, unknown>
+
+export class ProblemError extends ApiError {
+  readonly statusCode: number
+  constructor(
+    statusCode: number,
+    readonly suffix: ProblemSuffix,
+    readonly detail: string,
+    readonly extras: ProblemExtras = {}
+  ) {
+    super(detail)
+    this.statusCode = statusCode
+  }
+
+  /** The Problem object with `type` resolved against {problem_base}. */
+  body(problemBase: string): Record<string, unknown> {
+    return problemBody(problemBase, this.suffix, this.detail, this.statusCode, this.extras)
+  }
+}
+
+export function problemBody(
+  problemBase: string,
+  suffix: ProblemSuffix,
+  detail: string,
+  status: number | undefined,
+  extras: ProblemExtras = {}
+): Record<string, unknown> {
+  const type = suffix === 'about:blank' ? 'about:blank' : `${problemBase}/${suffix}`
+  const body: Record<string, unknown> = { ...extras, title: PROBLEM_TITLES[suffix], detail, type }
+  if (status !== undefined) body.status = status
+  return body
+}
+
+export const Problems = {
+  invalidRequest: (errors: InvalidRequestItem[], detail = 'One or more parameters to your request was invalid.') =>
+    new ProblemError(400, 'invalid-request', detail, { errors }),
+  /** One invalid parameter: `parameters` names it with the offending value. */
+  invalidParameter: (parameter: string, value: string, message: string) =>
+    Problems.invalidRequest([{ message, parameters: { [parameter]: [value] } }]),
+  resourceNotFound: (parameter: string, value: string, resourceType: string, detail?: string) =>
+    new ProblemError(404, 'resource-not-found', detail ?? `Could not find ${resourceType} with ${parameter}: [${value}].`, {
+      parameter,
+      resource_id: value,
+      resource_type: resourceType,
+      value
+    }),
+  conflict: (detail: string) => new ProblemError(409, 'conflict', detail),
+  unsupportedAuthentication: (used: string, supported: string[]) =>
+    new ProblemError(
+      403,
+      'unsupported-authentication',
+      `Authenticating with ${used} is forbidden for this endpoint.  Supported authentication types are [${supported.join(', ')}].`
+    ),
+  notAuthorizedForResource: (detail: string, extras: { value: string; resource_id: string; resource_type: string; section: string; parameter: string }) =>
+    new ProblemError(403, 'not-authorized-for-resource', detail, extras),
+  clientForbidden: (detail: string, reason: 'official-client-forbidden' | 'client-not-enrolled') =>
+    new ProblemError(403, 'client-forbidden', detail, { reason }),
+  tooManyConnections: (detail = 'This stream has reached its connection limit.') =>
+    new ProblemError(429, 'streaming-connection', detail, { connection_issue: 'TooManyConnections' satisfies ConnectionIssue }),
+  operationalDisconnect: (disconnectType: DisconnectType, detail: string) =>
+    new ProblemError(200, 'operational-disconnect', detail, { disconnect_type: disconnectType }),
+  generic: (status: number, detail: string) => new ProblemError(status, 'about:blank', detail),
+  usageCapped: (detail: string, period: 'Daily' | 'Monthly', scope: 'Account' | 'Product') =>
+    new ProblemError(429, 'usage-capped', detail, { period, scope }),
+  ruleCap: (detail: string) => new ProblemError(400, 'rule-cap', detail)
+}
+
+// ---------------------------------------------------------------- ads envelope
+
+export type AdsErrorCode =
+  | 'INVALID_PARAMETER'
+  | 'MISSING_PARAMETER'
+  | 'EXCLUSIVE_PARAMETERS'
+  | 'INCLUSIVE_PARAMETERS'
+  | 'UNAUTHORIZED_ACCESS'
+  | 'UNAUTHORIZED_CLIENT_APPLICATION'
+  | 'ACCOUNT_NOT_FOUND'
+  | 'NOT_FOUND'
+  | 'ROUTE_NOT_FOUND'
+  | 'METHOD_NOT_ALLOWED'
+  | 'TOO_MANY_REQUESTS'
+  | 'INTERNAL_ERROR'
+  | 'SERVICE_UNAVAILABLE'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'FEATURE_NOT_ENABLED'
+  | 'DUPLICATE'
+  | `${string}_NOT_FOUND`
+
+export interface AdsErrorItem {
+  code: AdsErrorCode
+  message: string
+  parameter?: string
+}
+
+export class AdsError extends ApiError {
+  readonly statusCode: number
+  readonly items: AdsErrorItem[]
+  constructor(statusCode: number, items: AdsErrorItem[] | AdsErrorItem) {
+    const list = Array.isArray(items) ? items : [items]
+    super(list.map((i) => i.message).join('; '))
+    this.statusCode = statusCode
+    this.items = list
+  }
+}
+
+export const Ads = {
+  invalid: (parameter: string, message: string) => new AdsError(400, { code: 'INVALID_PARAMETER', message, parameter }),
+  missing: (parameter: string) =>
+    new AdsError(400, { code: 'MISSING_PARAMETER', message: `"${parameter}" is missing`, parameter }),
+  exclusive: (a: string, b: string) =>
+    new AdsError(400, { code: 'EXCLUSIVE_PARAMETERS', message: `"${a}" and "${b}" are mutually exclusive`, parameter: a }),
+  inclusive: (a: string, b: string) =>
+    new AdsError(400, { code: 'INCLUSIVE_PARAMETERS', message: `"${a}" requires "${b}"`, parameter: a }),
+  unauthorized: () => new AdsError(401, { code: 'UNAUTHORIZED_ACCESS', message: 'This request is not properly authenticated' }),
+  clientNotAllowed: (message = 'The client application making this request does not have access to the Ads API') =>
+    new AdsError(403, { code: 'UNAUTHORIZED_CLIENT_APPLICATION', message }),
+  accountNotFound: (accountId: string) =>
+    new AdsError(403, { code: 'ACCOUNT_NOT_FOUND', message: `User does not have access to account: ${accountId}`, parameter: 'account_id' }),
+  notFound: (entity = 'NOT_FOUND', message = 'The requested resource was not found') =>
+    new AdsError(404, { code: entity as AdsErrorCode, message }),
+  routeNotFound: () => new AdsError(404, { code: 'ROUTE_NOT_FOUND', message: 'The requested resource could not be found' }),
+  tooManyRequests: () => new AdsError(429, { code: 'TOO_MANY_REQUESTS', message: 'Rate limit exceeded' }),
+  featureNotEnabled: (feature: string) =>
+    new AdsError(403, { code: 'FEATURE_NOT_ENABLED', message: `The account does not have the ${feature} feature` })
+}
+
+/** Maps a classic (authentication / rate-limit) error onto the ads envelope. */
+export function classicToAds(err: ClassicError): AdsError {
+  if (err.statusCode === 429) return Ads.tooManyRequests()
+  if (err.statusCode === 401) return new AdsError(401, { code: 'UNAUTHORIZED_ACCESS', message: err.items[0]?.message ?? 'This request is not properly authenticated' })
+  if (err.statusCode === 400) return Ads.invalid('authorization', err.items[0]?.message ?? 'Bad Authentication data.')
+  return new AdsError(err.statusCode, { code: 'UNAUTHORIZED_CLIENT_APPLICATION', message: err.items[0]?.message ?? 'Forbidden' })
+}
+
+export function adsCodeForStatus(status: number): AdsErrorCode {
+  switch (status) {
+    case 400: return 'INVALID_PARAMETER'
+    case 401: return 'UNAUTHORIZED_ACCESS'
+    case 403: return 'UNAUTHORIZED_CLIENT_APPLICATION'
+    case 404: return 'NOT_FOUND'
+    case 405: return 'METHOD_NOT_ALLOWED'
+    case 413: return 'PAYLOAD_TOO_LARGE'
+    case 415: return 'UNSUPPORTED_MEDIA_TYPE'
+    case 429: return 'TOO_MANY_REQUESTS'
+    case 503: return 'SERVICE_UNAVAILABLE'
+    default: return status >= 500 ? 'INTERNAL_ERROR' : 'INVALID_PARAMETER'
+  }
+}

@@ -1,0 +1,233 @@
+import fs from 'node:fs'
+import fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import client from 'prom-client'
+import type { Logger } from 'pino'
+import { Authenticator, registerAuthentication } from './auth/authenticate'
+import { formPairs, OAuthHeaderError } from './auth/oauth1'
+import type { ServiceContext } from './context'
+import {
+  AdsError,
+  adsCodeForStatus,
+  ApiError,
+  ClassicError,
+  classicToAds,
+  OAuthTextError,
+  problemBody,
+  ProblemError,
+  Problems,
+  type InvalidRequestItem
+} from './errors'
+import { newUuid } from './ids'
+import { redactUrl } from './logger'
+
+/**
+ * Builds a fastify server with what every service's HTTP side shares:
+ * request ids, the form parser that keeps the raw body (OAuth signatures),
+ * the schemas of `schemas/`, authentication, health and metrics routes, and
+ * one error handler that answers in the shape of the interface a path
+ * belongs to: v2 (Error / Problem), advertising envelope, or OAuth classic.
+ */
+
+export type ErrorShape = 'v2' | 'ads' | 'classic'
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Overrides the error shape the path prefix implies. */
+    errorShape?: ErrorShape
+  }
+}
+
+export interface ServerOptions {
+  /** Public base URL requests are signed against; empty: the request's Host. */
+  publicUrl: string
+  /** Extra readiness check (e.g. a consumer is connected). */
+  ready?: () => Promise<void>
+}
+
+export function errorShapeFor(request: FastifyRequest): ErrorShape {
+  const configured = request.routeOptions?.config?.errorShape
+  if (configured) return configured
+  const path = request.url
+  if (/^\/(12|5)\//.test(path)) return 'ads'
+  if (/^\/(oauth|oauth2|1\.1)\//.test(path)) return 'classic'
+  return 'v2'
+}
+
+/** Echo of path and query parameters for the ads envelope (comma lists become arrays). */
+export function adsRequestParams(request: FastifyRequest): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  const params = (request.params ?? {}) as Record<string, unknown>
+  for (const [k, v] of Object.entries(params)) if (k !== '*') out[k] = v
+  const q = request.url.indexOf('?')
+  if (q >= 0) {
+    try {
+      for (const [k, v] of formPairs(request.url.slice(q + 1))) {
+        if (k.startsWith('oauth_')) continue
+        out[k] = v.includes(',') ? v.split(',') : v
+      }
+    } catch {
+      // A malformed query is reported by validation; the echo simply omits it.
+    }
+  }
+  return out
+}
+
+function sendAds(reply: FastifyReply, request: FastifyRequest, err: AdsError): FastifyReply {
+  return reply.code(err.statusCode).type('application/json; charset=utf-8').send({ errors: err.items, request: { params: adsRequestParams(request) } })
+}
+
+function sendProblem(reply: FastifyReply, problemBase: string, err: ProblemError): FastifyReply {
+  const status = err.statusCode
+  return reply.code(status).type('application/problem+json').send(err.body(problemBase))
+}
+
+/** Converts fastify's ajv validation errors into the v2 invalid-request Problem. */
+function validationToProblem(err: FastifyError): ProblemError {
+  const items: InvalidRequestItem[] = (err.validation ?? []).map((v) => {
+    const name = parameterName(v.instancePath, v.params as Record<string, unknown>)
+    return { message: `The \`${name}\` ${err.validationContext === 'body' ? 'field' : 'query parameter'} ${v.message ?? 'is invalid'}`, parameters: { [name]: [] } }
+  })
+  return Problems.invalidRequest(items.length > 0 ? items : [{ message: err.message, parameters: {} }])
+}
+
+function validationToAds(err: FastifyError): AdsError {
+  const items = (err.validation ?? []).map((v) => {
+    const params = v.params as Record<string, unknown>
+    const name = parameterName(v.instancePath, params)
+    if (v.keyword === 'required') return { code: 'MISSING_PARAMETER' as const, message: `"${name}" is missing`, parameter: name }
+    return { code: 'INVALID_PARAMETER' as const, message: `${v.message ?? 'is invalid'} for ${name}`, parameter: name }
+  })
+  return new AdsError(400, items.length > 0 ? items : [{ code: 'INVALID_PARAMETER', message: err.message }])
+}
+
+function parameterName(instancePath: string, params: Record<string, unknown>): string {
+  if (typeof params.missingProperty === 'string') return [instancePath.replace(/^\//, '').replace(/\//g, '.'), params.missingProperty].filter(Boolean).join('.')
+  if (typeof params.additionalProperty === 'string') return params.additionalProperty
+  return instancePath.replace(/^\//, '').replace(/\//g, '.') || 'body'
+}
+
+/** Maps any error to the interface's shape. Client errors never become 500s. */
+export function renderError(err: unknown, request: FastifyRequest, reply: FastifyReply, problemBase: string, log: Logger): FastifyReply {
+  const shape = errorShapeFor(request)
+  if (err instanceof OAuthHeaderError) err = new ClassicError(400, { code: 215, message: `Bad Authentication data. ${err.message}` })
+  if (err instanceof OAuthTextError) return reply.code(err.statusCode).type('text/plain; charset=utf-8').send(err.message)
+
+  if (err instanceof ApiError) {
+    if (shape === 'ads') {
+      if (err instanceof AdsError) return sendAds(reply, request, err)
+      if (err instanceof ClassicError) return sendAds(reply, request, classicToAds(err))
+      if (err instanceof ProblemError) return sendAds(reply, request, new AdsError(err.statusCode, { code: adsCodeForStatus(err.statusCode), message: err.detail }))
+    }
+    if (err instanceof ProblemError) return sendProblem(reply, problemBase, err)
+    if (err instanceof ClassicError) return reply.code(err.statusCode).type('application/json; charset=utf-8').send(err.body())
+    if (err instanceof AdsError) {
+      return reply.code(err.statusCode).type('application/problem+json').send(problemBody(problemBase, 'about:blank', err.message, err.statusCode))
+    }
+  }
+
+  const fe = err as FastifyError
+  if (fe && fe.validation) {
+    if (shape === 'ads') return sendAds(reply, request, validationToAds(fe))
+    return sendProblem(reply, problemBase, validationToProblem(fe))
+  }
+  const status = typeof fe?.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500 ? fe.statusCode : 500
+  if (status === 500) {
+    log.error({ err, reqId: request.id, url: redactUrl(request.url) }, 'unhandled error')
+  }
+  const message = status === 500 ? 'Internal error' : clientMessage(fe, status)
+  if (shape === 'ads') return sendAds(reply, request, new AdsError(status, { code: adsCodeForStatus(status), message }))
+  if (shape === 'classic') return reply.code(status).type('application/json; charset=utf-8').send({ errors: [{ code: status === 500 ? 131 : 214, message }] })
+  return sendProblem(reply, problemBase, Problems.generic(status, message))
+}
+
+function clientMessage(err: FastifyError, status: number): string {
+  switch (err?.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': return 'Request body is too large.'
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return `Unsupported Content-Type: ${err.message.replace(/^Unsupported Media Type: ?/, '')}`
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY': return 'Body cannot be empty when content-type is set to application/json.'
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case undefined:
+      if (err instanceof SyntaxError || err?.code === 'FST_ERR_CTP_INVALID_JSON_BODY') return 'Request body is not valid JSON.'
+      return err?.message ?? `HTTP ${status}`
+    default:
+      return err.message
+  }
+}
+
+/** Answers unknown routes in the shape of the interface the path belongs to. */
+function notFound(request: FastifyRequest, reply: FastifyReply, problemBase: string): FastifyReply {
+  const shape = errorShapeFor(request)
+  if (shape === 'ads') return sendAds(reply, request, new AdsError(404, { code: 'ROUTE_NOT_FOUND', message: 'The requested resource could not be found' }))
+  if (shape === 'classic') return reply.code(404).type('application/json; charset=utf-8').send({ errors: [{ code: 34, message: 'Sorry, that page does not exist.' }] })
+  return sendProblem(reply, problemBase, Problems.generic(404, `The route ${request.method} ${request.url.split('?')[0]} does not exist.`))
+}
+
+export async function buildServer(ctx: ServiceContext, options: ServerOptions): Promise<FastifyInstance> {
+  const { config } = ctx
+  const https = config.tlsCert !== '' ? { key: fs.readFileSync(config.tlsKey), cert: fs.readFileSync(config.tlsCert) } : undefined
+  const app = fastify({
+    loggerInstance: ctx.log,
+    bodyLimit: config.bodyLimit,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => newUuid(),
+    // One structured line per request is written by the onResponse hook below (with the URL's secrets redacted).
+    logController: new LogController({ disableRequestLogging: true }),
+    routerOptions: { maxParamLength: 500 },
+    return503OnClosing: true,
+    ajv: { customOptions: { allErrors: true, coerceTypes: 'array', useDefaults: true, removeAdditional: false, strict: false } },
+    ...(https ? { https } : {})
+  }) as unknown as FastifyInstance
+
+  for (const schema of ctx.schemas.schemas.values()) app.addSchema(schema)
+
+  // Keep the raw form body: OAuth 1.0a signs the form parameters exactly as sent.
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (request, body, done) => {
+    const raw = body as string
+    request.rawForm = raw
+    try {
+      const out: Record<string, string | string[]> = {}
+      for (const [k, v] of formPairs(raw)) {
+        const prev = out[k]
+        out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v]
+      }
+      done(null, out)
+    } catch (err) {
+      const e = err as Error & { statusCode?: number }
+      e.statusCode = 400
+      done(e, undefined)
+    }
+  })
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unknown'
+    ctx.httpMetrics.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000)
+    const level = reply.statusCode >= 500 ? 'error' : 'info'
+    request.log[level]({ reqId: request.id, method: request.method, url: redactUrl(request.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request')
+  })
+
+  registerAuthentication(app, new Authenticator(ctx.store, config), options.publicUrl)
+
+  app.setErrorHandler((err, request, reply) => renderError(err, request, reply, config.problemBase, ctx.log))
+  app.setNotFoundHandler((request, reply) => notFound(request, reply, config.problemBase))
+
+  app.get('/healthz', async () => ({ status: 'ok', service: ctx.serviceName }))
+  app.get('/readyz', async (_request, reply) => {
+    try {
+      await ctx.store.ping()
+      if (options.ready) await options.ready()
+      return { status: 'ready', service: ctx.serviceName, store: ctx.store.kind, bus: ctx.bus.kind }
+    } catch (err) {
+      return reply.code(503).send({ status: 'unavailable', service: ctx.serviceName, reason: (err as Error).message })
+    }
+  })
+  app.get('/metrics', async (_request, reply) => {
+    reply.type(ctx.metrics.contentType)
+    return ctx.metrics.metrics()
+  })
+  return app
+}
+
+export { client as promClient }

@@ -1,0 +1,111 @@
+import type { FastifyInstance } from 'fastify'
+import { baseUrl as configuredBase, type Config } from './config'
+import type { ServiceContext } from './context'
+import { buildServer } from './http'
+import type { ServiceDefinition, Worker } from './service'
+
+/**
+ * Starts services on a context: routes on the main server (PORT), sandbox
+ * routes on the sandbox server (SANDBOX_PORT) when any service has them,
+ * then workers. `close()` is the graceful shutdown of the whole runtime.
+ */
+export interface Runtime {
+  readonly ctx: ServiceContext
+  readonly app: FastifyInstance
+  readonly sandbox: FastifyInstance | undefined
+  /** URLs actually bound (port 0 resolved). */
+  readonly baseUrl: string
+  readonly sandboxUrl: string | undefined
+  readonly workers: Worker[]
+  close(): Promise<void>
+}
+
+export interface RuntimeOptions {
+  services: ServiceDefinition[]
+  ctx: ServiceContext
+  /** Serve the sandbox host too (embedded and gateway processes). Default: when a service has sandbox routes. */
+  sandbox?: boolean
+}
+
+function listeningUrl(app: FastifyInstance, config: Config): string {
+  const address = app.server.address()
+  const port = typeof address === 'object' && address ? address.port : config.port
+  const scheme = config.tlsCert !== '' ? 'https' : 'http'
+  return `${scheme}://127.0.0.1:${port}`
+}
+
+export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
+  const { ctx, services } = options
+  const { config } = ctx
+  const app = await buildServer(ctx, { publicUrl: config.publicUrl })
+  for (const s of services) if (s.routes) await app.register(async (instance) => s.routes?.(instance, ctx))
+
+  const wantsSandbox = options.sandbox ?? services.some((s) => s.sandboxRoutes)
+  let sandbox: FastifyInstance | undefined
+  if (wantsSandbox) {
+    sandbox = await buildServer(ctx, { publicUrl: config.sandboxPublicUrl })
+    for (const s of services) if (s.sandboxRoutes) await sandbox.register(async (instance) => s.sandboxRoutes?.(instance, ctx))
+  }
+
+  await app.listen({ port: config.port, host: config.host })
+  if (sandbox) await sandbox.listen({ port: config.sandboxPort, host: config.host })
+
+  const workers: Worker[] = []
+  try {
+    for (const s of services) if (s.start) workers.push(...(await s.start(ctx)))
+  } catch (err) {
+    await Promise.allSettled(workers.map((w) => w.close()))
+    await app.close()
+    await sandbox?.close()
+    throw err
+  }
+
+  let closing: Promise<void> | undefined
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      for (const s of services) if (s.beforeClose) await s.beforeClose(ctx).catch((err) => ctx.log.warn({ err, service: s.name }, 'beforeClose failed'))
+      await Promise.allSettled([app.close(), sandbox?.close()])
+      // Workers finish in-flight messages and commit before the bus goes away.
+      await Promise.allSettled(workers.map((w) => w.close()))
+      await ctx.bus.close().catch((err) => ctx.log.warn({ err }, 'bus close failed'))
+      await ctx.store.close().catch((err) => ctx.log.warn({ err }, 'store close failed'))
+    })()
+    return closing
+  }
+
+  return {
+    ctx,
+    app,
+    sandbox,
+    baseUrl: listeningUrl(app, config),
+    sandboxUrl: sandbox ? listeningUrl(sandbox, config) : undefined,
+    workers,
+    close
+  }
+}
+
+/** Installs SIGTERM/SIGINT handlers that shut the runtime down gracefully, bounded by SHUTDOWN_GRACE. */
+export function closeOnSignals(runtime: Runtime): void {
+  let signalled = false
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (signalled) return
+    signalled = true
+    runtime.ctx.log.info({ signal }, 'shutting down')
+    const timer = setTimeout(() => {
+      runtime.ctx.log.error('graceful shutdown timed out; exiting')
+      process.exit(1)
+    }, runtime.ctx.config.shutdownGraceMs)
+    timer.unref()
+    runtime.close().then(
+      () => process.exit(0),
+      (err) => {
+        runtime.ctx.log.error({ err }, 'shutdown failed')
+        process.exit(1)
+      }
+    )
+  }
+  process.on('SIGTERM', onSignal)
+  process.on('SIGINT', onSignal)
+}
+
+export { configuredBase }

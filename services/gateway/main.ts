@@ -1,0 +1,7 @@
+import { runMain } from '../common/main'
+import { gatewayService } from './service'
+
+runMain('gateway', [gatewayService]).catch((err: unknown) => {
+  process.stderr.write(`gateway: failed to start: ${(err as Error).stack ?? String(err)}\n`)
+  process.exit(1)
+})
