@@ -1,0 +1,5 @@
+// Placeholder: the 'events' command group is being written in this change set.
+export async function run(_argv: string[]): Promise<number> {
+  process.stderr.write('the events commands are not available yet\n')
+  return 2
+}

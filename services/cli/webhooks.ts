@@ -1,0 +1,5 @@
+// Placeholder: the 'webhooks' command group is being written in this change set.
+export async function run(_argv: string[]): Promise<number> {
+  process.stderr.write('the webhooks commands are not available yet\n')
+  return 2
+}
