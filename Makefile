@@ -5,7 +5,7 @@ NODE ?= node
 APT_PACKAGES := redis-server librdkafka-dev gcc chromium
 CLI := $(NODE) dist/services/cli.js
 
-.PHONY: help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
+.PHONY: types types-check help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
         app user webhooks replay publish deliveries resend clean config-doc
 
 help: ## list the targets
@@ -39,11 +39,15 @@ lint: deps-npm ## eslint
 	@echo "==> lint"
 	@npx eslint --max-warnings=0 .
 
+types-check: build
+	@echo "==> schema types up to date"
+	@$(NODE) dist/scripts/gen-types.js --check
+
 typecheck: deps-npm ## tsc --noEmit over sources, tests and benchmarks
 	@echo "==> typecheck"
 	@npx tsc -p tsconfig.json --noEmit
 
-test: deps build lint typecheck test-only ## install what is missing, build, lint, typecheck, run every test
+test: deps build lint typecheck types-check test-only ## install what is missing, build, lint, typecheck, run every test
 
 test-only: ## run the tap suite (real Redis and Kafka mock cluster started by test/support)
 	@bash scripts/run-tests.sh
@@ -86,6 +90,9 @@ resend: build ## re-send logged deliveries: make resend WEBHOOK=... SINCE=ISO-ti
 
 publish: build ## publish activity events: make publish FILE=events.ndjson
 	@$(CLI) events publish --file "$(FILE)"
+
+types: build ## regenerate services/common/generated/schema-types.ts from schemas/
+	@$(NODE) dist/scripts/gen-types.js
 
 config-doc: build ## print the configuration table for the README
 	@$(NODE) -e "console.log(require('./dist/services/common/config').configTableMarkdown())"

@@ -4,6 +4,7 @@ import { newShortId, newUuid } from '../../common/ids'
 import { TOPICS } from '../../common/bus/types'
 import { nowIso } from './accounts'
 import type { Actor } from './conventions'
+import type { EventsAdsEntityChanges } from '../../common/generated/schema-types'
 
 /**
  * Store-backed repository of one kind of advertising entity, scoped by
@@ -24,14 +25,8 @@ export interface AdsEntity {
 
 export type ChangeType = 'CREATE' | 'UPDATE' | 'DELETE'
 
-export interface EntityChange {
-  change_id: string
-  account_id: string
-  entity_type: string
-  entity_id: string
-  change_type: ChangeType
-  changed_at: string
-  changed_by: Actor
+/** The `ads.entity-changes` event, typed from schemas/events/ads.entity-changes.json. */
+export type EntityChange = Omit<EventsAdsEntityChanges, 'entity_data' | 'changes'> & {
   changes: Record<string, { old: unknown; new: unknown }>
   entity_data: Record<string, unknown>
 }
