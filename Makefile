@@ -5,7 +5,7 @@ NODE ?= node
 APT_PACKAGES := redis-server librdkafka-dev gcc chromium
 CLI := $(NODE) dist/services/cli.js
 
-.PHONY: types types-check help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
+.PHONY: types types-check readme help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
         app user webhooks replay publish deliveries resend clean config-doc
 
 help: ## list the targets
@@ -93,6 +93,9 @@ publish: build ## publish activity events: make publish FILE=events.ndjson
 
 types: build ## regenerate services/common/generated/schema-types.ts from schemas/
 	@$(NODE) dist/scripts/gen-types.js
+
+readme: build ## rewrite the README's configuration table from services/common/config.ts
+	@$(NODE) dist/scripts/readme-config.js
 
 config-doc: build ## print the configuration table for the README
 	@$(NODE) -e "console.log(require('./dist/services/common/config').configTableMarkdown())"
