@@ -1,5 +1,27 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
+import { registerAccountRoutes } from './account-routes'
+import { registerCampaignAdminRoutes } from './admin'
+import { registerAudienceEstimateRoutes } from './audience-estimate'
+import { registerCampaignEntityRoutes } from './campaigns'
+import { registerCuratedCategoryRoutes } from './curated-categories'
+import { registerFundingInstrumentRoutes } from './funding-instruments'
+import { registerLineItemRoutes } from './line-item-routes'
+import { isSandboxServer } from './sandbox'
 
-// Placeholder: these routes are being written in this change set.
-export async function registerCampaignRoutes(_app: FastifyInstance, _ctx: ServiceContext): Promise<void> {}
+/**
+ * Campaign management on {ads_url} (and again on {ads_sandbox_url}, whose
+ * sandbox-only operations live in sandbox.ts): accounts, features, account
+ * apps, business and curated categories, audience estimates, funding
+ * instruments, campaigns, line items and their curated categories.
+ * The operator routes are served on the main host only.
+ */
+export async function registerCampaignRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
+  await registerAccountRoutes(app, ctx)
+  await registerAudienceEstimateRoutes(app, ctx)
+  await registerFundingInstrumentRoutes(app, ctx)
+  await registerCampaignEntityRoutes(app, ctx)
+  await registerLineItemRoutes(app, ctx)
+  await registerCuratedCategoryRoutes(app, ctx)
+  if (!isSandboxServer(app)) await registerCampaignAdminRoutes(app, ctx)
+}

@@ -1,5 +1,78 @@
 import type { FastifyInstance } from 'fastify'
+import type { Server } from 'node:http'
 import type { ServiceContext } from '../../../common/context'
+import {
+  type Account,
+  accountFeatures,
+  createAccount,
+  grantFeatures,
+  nowIso,
+  publicAccount,
+  requireAccount,
+  revokeFeatures,
+  saveAccount
+} from '../accounts'
+import { actorOf, ADS_AUTH, Params, sendData, userIdOf } from '../conventions'
+import { publishEntityChange } from '../entities'
+import { SANDBOX_FEATURES, sortedKeys } from './features'
+import { createDefaultFundingInstrument, registerSandboxFundingInstrumentRoutes } from './funding-instruments'
 
-// Placeholder: these routes are being written in this change set.
-export async function registerSandboxRoutes(_app: FastifyInstance, _ctx: ServiceContext): Promise<void> {}
+/**
+ * The sandbox-only operations of {ads_sandbox_url}: create and delete
+ * accounts, add and remove account features, add and delete funding
+ * instruments. They are registered on the sandbox server only, so the
+ * production host answers them 404 ROUTE_NOT_FOUND.
+ */
+
+/** Servers the sandbox routes were registered on (the campaign routes skip operator routes there). */
+const sandboxServers = new WeakSet<object>()
+
+export function isSandboxServer(app: FastifyInstance): boolean {
+  return sandboxServers.has(app.server as Server)
+}
+
+export async function registerSandboxRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
+  sandboxServers.add(app.server as Server)
+
+  app.post('/12/accounts', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const account = await createAccount(ctx, userIdOf(request))
+    const actor = actorOf(request)
+    await publishEntityChange(ctx, accountChange(account, 'CREATE', actor))
+    await createDefaultFundingInstrument(ctx, account.id, actor)
+    return sendData(request, reply, publicAccount(account), 'account')
+  })
+
+  app.delete<{ Params: { account_id: string } }>('/12/accounts/:account_id', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const account = await requireAccount(ctx, request, request.params.account_id)
+    const deleted: Account = { ...account, deleted: true, updated_at: nowIso() }
+    await saveAccount(ctx, deleted)
+    await publishEntityChange(ctx, { ...accountChange(deleted, 'DELETE', actorOf(request)), changes: { deleted: { old: false, new: true } } })
+    return sendData(request, reply, publicAccount(deleted), 'account')
+  })
+
+  app.post<{ Params: { account_id: string } }>('/12/accounts/:account_id/features', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const account = await requireAccount(ctx, request, request.params.account_id)
+    const keys = Params.query(request).list('feature_keys', { required: true, max: SANDBOX_FEATURES.length, values: SANDBOX_FEATURES }) as string[]
+    const granted = await grantFeatures(ctx, account.id, [...new Set(keys)])
+    return sendData(request, reply, sortedKeys(granted), 'feature')
+  })
+
+  app.delete<{ Params: { account_id: string } }>('/12/accounts/:account_id/features', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const account = await requireAccount(ctx, request, request.params.account_id)
+    const keys = Params.query(request).list('feature_keys', { required: true, max: SANDBOX_FEATURES.length, values: SANDBOX_FEATURES }) as string[]
+    // Removing a key the account does not have is not an error: the result is the same list.
+    const current = await accountFeatures(ctx, account.id)
+    const present = [...new Set(keys)].filter((k) => current.has(k))
+    const remaining = present.length > 0 ? await revokeFeatures(ctx, account.id, present) : current
+    return sendData(request, reply, sortedKeys(remaining), 'feature')
+  })
+
+  await registerSandboxFundingInstrumentRoutes(app, ctx)
+}
+
+function accountChange(account: Account, changeType: 'CREATE' | 'DELETE', actor: { user_id: string; platform: string }): Parameters<typeof publishEntityChange>[1] {
+  const data = publicAccount(account) as unknown as Record<string, unknown>
+  const changes: Record<string, { old: unknown; new: unknown }> = {}
+  if (changeType === 'CREATE') for (const [k, v] of Object.entries(data)) if (k !== 'updated_at') changes[k] = { old: null, new: v }
+  return { account_id: account.id, entity_type: 'ACCOUNT', entity_id: account.id, change_type: changeType, changed_by: actor, changes, entity_data: data }
+}

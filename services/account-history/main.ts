@@ -1,0 +1,7 @@
+import { runMain } from '../common/main'
+import { accountHistoryService } from './service'
+
+runMain('account-history', [accountHistoryService]).catch((err: unknown) => {
+  process.stderr.write(`account-history: failed to start: ${(err as Error).stack ?? String(err)}\n`)
+  process.exit(1)
+})

@@ -1,0 +1,67 @@
+import type { FastifyInstance } from 'fastify'
+import type { ServiceContext } from '../common/context'
+import { Ads } from '../common/errors'
+import { accountFeatures, requireAccount } from '../gateway/ads/accounts'
+import { ADS_AUTH, type ListOptions, paginate, Params, sendData } from '../gateway/ads/conventions'
+import { ACCOUNT_HISTORY_FEATURE } from '../gateway/ads/campaigns/features'
+import { type HistoryEntry, queryEntries } from './history'
+
+/**
+ * GET /12/accounts/:account_id/account_history (beta): the changes made to
+ * one entity within a window of whole hours. The account is checked like
+ * every ads route (shared `auth:` tokens, the documented `ads:account:{id}`
+ * record); then the account must be allowlisted (the operator-granted
+ * ACCOUNT_HISTORY_ACCESS feature), else 403 FEATURE_NOT_ENABLED.
+ */
+
+export const HISTORY_ENTITY_TYPES = ['CAMPAIGN', 'LINE_ITEM', 'PROMOTED_TWEET', 'TARGETING_CRITERIA', 'PROMOTED_ACCOUNT'] as const
+const HOUR_MS = 3_600_000
+const USER_ID = /^\d{1,19}$/
+
+function wholeHour(p: Params, name: string): number {
+  const iso = p.time(name, { required: true }) as string
+  const ms = Date.parse(iso)
+  if (ms % HOUR_MS !== 0) throw Ads.invalid(name, `${name} must be expressed in whole hours (0 minutes and 0 seconds), got ${iso}`)
+  return ms
+}
+
+/** Second-precision UTC like every ads timestamp. */
+function adsTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
+}
+
+function render(e: HistoryEntry): Record<string, unknown> {
+  return {
+    entity: e.entity_type,
+    entity_id: e.entity_id,
+    change_time: adsTime(e.changed_at_ms),
+    change_type: e.change_type,
+    change_by: e.change_by,
+    changes: e.changes,
+    entity_data: e.entity_data
+  }
+}
+
+export async function registerHistoryRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
+  app.get<{ Params: { account_id: string } }>('/12/accounts/:account_id/account_history', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const account = await requireAccount(ctx, request, request.params.account_id)
+    if (!(await accountFeatures(ctx, account.id)).has(ACCOUNT_HISTORY_FEATURE)) {
+      throw Ads.featureNotEnabled('account history (beta; the account must be allowlisted)')
+    }
+    const p = Params.query(request)
+    const entityType = p.enumOf('entity_type', HISTORY_ENTITY_TYPES, { required: true }) as string
+    const entityId = p.string('entity_id', { required: true, max: 128 }) as string
+    const fromMs = wholeHour(p, 'start_time')
+    const toMs = wholeHour(p, 'end_time')
+    if (toMs <= fromMs) throw Ads.invalid('end_time', 'end_time must be later than start_time')
+    const count = p.int('count', { min: 1, max: 1000 }) ?? 200
+    const cursor = p.string('cursor', { max: 512 })
+    const userId = p.string('user_id', { max: 19 })
+    if (userId !== undefined && !USER_ID.test(userId)) throw Ads.invalid('user_id', `Expected Long, got ${JSON.stringify(userId)} for user_id`)
+    const entries = await queryEntries(ctx.store, { accountId: account.id, entityType, entityId, fromMs, toMs, ...(userId !== undefined ? { userId } : {}) })
+    // Entries carry no `deleted` flag of their own; with_deleted keeps paginate from filtering.
+    const opts: ListOptions = { count, ...(cursor !== undefined ? { cursor } : {}), withDeleted: true, withTotalCount: false }
+    const page = paginate(entries, opts)
+    return sendData(request, reply, page.data.map(render), 'account_history', { next_cursor: page.next_cursor })
+  })
+}

@@ -1,0 +1,20 @@
+import type { ServiceDefinition } from '../common/service'
+import { registerHistoryRoutes } from './routes'
+import { startHistoryWorker } from './worker'
+
+/**
+ * The account-history service (design.md): consumes `ads.entity-changes`
+ * with its own consumer group, keeps the entries in the `history:`
+ * keyspace, and serves GET /12/accounts/:account_id/account_history on
+ * the ads host and (like every ads read) on the sandbox host.
+ */
+export const accountHistoryService: ServiceDefinition = {
+  name: 'account-history',
+  routes: async (app, ctx) => {
+    await registerHistoryRoutes(app, ctx)
+  },
+  sandboxRoutes: async (app, ctx) => {
+    await registerHistoryRoutes(app, ctx)
+  },
+  start: async (ctx) => [await startHistoryWorker(ctx)]
+}

@@ -1,0 +1,157 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { ServiceContext } from '../../../common/context'
+import { Ads } from '../../../common/errors'
+import { requireAccount } from '../accounts'
+import { actorOf, ADS_AUTH, listOptions, Params, sendData, userIdOf } from '../conventions'
+import { campaignForLineItem, campaigns } from './campaigns'
+import { applyDefaults, checkLineItem, type LineItem, lineItems, readSettable } from './line-items'
+import { filterByIds, matchesNamePrefix, pageExtras } from './lists'
+import { defaultBidStrategy, defaultGoal, OBJECTIVES, type Objective, payByFor } from './objectives'
+import { isValidPlacement, placementCombinations, placementNames, PRODUCT_TYPES, type ProductType } from './reference-data'
+
+/**
+ * Line item operations: create, list and read as the public platform
+ * shapes them; PUT and DELETE with the rules of service-spec (see
+ * line-items.ts); and the placement combinations per product type.
+ */
+
+/** Parameters fixed at creation: a PUT naming them is refused rather than silently ignored. */
+const FIXED_AFTER_CREATE = ['campaign_id', 'objective', 'product_type', 'placements'] as const
+
+async function createLineItem(ctx: ServiceContext, request: FastifyRequest, accountId: string): Promise<LineItem> {
+  const p = Params.query(request)
+  const campaignId = p.string('campaign_id', { required: true, max: 64 }) as string
+  const objective = p.enumOf('objective', OBJECTIVES, { required: true }) as Objective
+  const productType = p.enumOf('product_type', PRODUCT_TYPES, { required: true }) as ProductType
+  const placements = [...new Set(p.list('placements', { required: true, max: 10, values: placementNames() }) as string[])]
+  if (!isValidPlacement(productType, placements)) {
+    throw Ads.invalid('placements', `placements ${placements.join(',')} is not a valid combination for product_type ${productType} (see GET line_items/placements)`)
+  }
+  const { values, given } = readSettable(p, 'create')
+  const campaign = await campaignForLineItem(ctx, accountId, campaignId)
+  const siblings = (await lineItems(ctx).list(accountId)).filter((li) => li.campaign_id === campaign.id && !li.deleted)
+  const other = siblings[0]
+  if (other && other.objective !== objective) {
+    throw Ads.invalid('objective', `All line items of campaign ${campaign.id} must share one objective (${other.objective})`)
+  }
+  if (other && other.product_type !== productType) {
+    throw Ads.invalid('product_type', `All line items of campaign ${campaign.id} must share one product_type (${other.product_type})`)
+  }
+  const goal = values.goal ?? defaultGoal(objective)
+  const bidStrategy = values.bid_strategy ?? defaultBidStrategy(objective, values.bid_amount_local_micro != null)
+  const draft: LineItem = {
+    id: '',
+    created_at: '',
+    updated_at: '',
+    deleted: false,
+    campaign_id: campaign.id,
+    funding_instrument_id: campaign.funding_instrument_id,
+    name: null,
+    objective,
+    product_type: productType,
+    placements,
+    goal,
+    bid_strategy: bidStrategy,
+    bid_amount_local_micro: null,
+    target_cpa_local_micro: null,
+    pay_by: values.pay_by ?? payByFor(objective, goal, bidStrategy).accepted[0] ?? 'IMPRESSION',
+    currency: campaign.currency,
+    entity_status: 'ACTIVE',
+    start_time: null,
+    end_time: null,
+    duration_in_days: null,
+    frequency_cap: null,
+    standard_delivery: null,
+    total_budget_amount_local_micro: null,
+    daily_budget_amount_local_micro: null,
+    advertiser_user_id: userIdOf(request),
+    advertiser_domain: null,
+    categories: [],
+    android_app_store_identifier: null,
+    ios_app_store_identifier: null,
+    primary_web_event_tag: null,
+    audience_expansion: null,
+    automatic_tweet_promotion: null,
+    creative_source: 'MANUAL',
+    ...values
+  }
+  // Under line-item budget optimization, pacing is the line item's: standard unless told otherwise.
+  if (campaign.budget_optimization === 'LINE_ITEM' && draft.standard_delivery === null) draft.standard_delivery = true
+  const item = applyDefaults(draft, given)
+  checkLineItem(item, campaign, given)
+  const { id: _id, created_at: _c, updated_at: _u, deleted: _d, ...fields } = item
+  return lineItems(ctx).create(accountId, fields, actorOf(request))
+}
+
+async function updateLineItem(ctx: ServiceContext, request: FastifyRequest, accountId: string, lineItemId: string): Promise<LineItem> {
+  const repo = lineItems(ctx)
+  const current = await repo.require(accountId, lineItemId, { notFoundCode: 'LINE_ITEM_NOT_FOUND' })
+  const p = Params.query(request)
+  for (const name of FIXED_AFTER_CREATE) {
+    if (p.has(name)) throw Ads.invalid(name, `${name} cannot be changed after the line item is created`)
+  }
+  const { values, given } = readSettable(p, 'update')
+  const campaign = await campaigns(ctx).require(accountId, current.campaign_id, { withDeleted: true, notFoundCode: 'CAMPAIGN_NOT_FOUND' })
+  const next = applyDefaults({ ...current, ...values }, given)
+  checkLineItem(next, campaign, given)
+  const patch: Partial<LineItem> = {}
+  for (const [k, v] of Object.entries(next) as Array<[keyof LineItem, unknown]>) {
+    if (JSON.stringify(v) !== JSON.stringify(current[k])) (patch as Record<string, unknown>)[k] = v
+  }
+  return repo.update(accountId, lineItemId, patch, actorOf(request), { notFoundCode: 'LINE_ITEM_NOT_FOUND' })
+}
+
+export async function registerLineItemRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
+  const repo = lineItems(ctx)
+
+  app.get('/12/line_items/placements', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const productType = Params.query(request).enumOf('product_type', PRODUCT_TYPES)
+    const data = placementCombinations().filter((c) => productType === undefined || c.product_type === productType)
+    return sendData(request, reply, data, 'placements')
+  })
+
+  app.get<{ Params: { account_id: string } }>('/12/accounts/:account_id/line_items', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const account = await requireAccount(ctx, request, request.params.account_id)
+    const p = Params.query(request)
+    const campaignIds = p.list('campaign_ids', { max: 200 })
+    const fundingIds = p.list('funding_instrument_ids', { max: 200 })
+    const ids = p.list('line_item_ids', { max: 200 })
+    const q = p.string('q', { max: 255 })
+    const withDraft = p.bool('with_draft', { default: false })
+    const opts = listOptions(p, { countDefault: 200, countMax: 1000, sortable: ['name', 'created_at', 'updated_at', 'id', 'entity_status', 'start_time', 'end_time', 'objective'] })
+    const all = (await repo.list(account.id)).filter(
+      (li) =>
+        (withDraft || li.entity_status !== 'DRAFT') &&
+        matchesNamePrefix(li.name, q) &&
+        (campaignIds === undefined || campaignIds.includes(li.campaign_id)) &&
+        (fundingIds === undefined || fundingIds.includes(li.funding_instrument_id))
+    )
+    const page = filterByIds(all, ids, opts)
+    return sendData(request, reply, page.data, 'line_item', pageExtras(page))
+  })
+
+  app.get<{ Params: { account_id: string; line_item_id: string } }>('/12/accounts/:account_id/line_items/:line_item_id', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const account = await requireAccount(ctx, request, request.params.account_id)
+    const withDeleted = Params.query(request).bool('with_deleted', { default: false })
+    const li = await repo.require(account.id, request.params.line_item_id, { withDeleted, notFoundCode: 'LINE_ITEM_NOT_FOUND' })
+    return sendData(request, reply, li, 'line_item')
+  })
+
+  app.post<{ Params: { account_id: string } }>('/12/accounts/:account_id/line_items', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const account = await requireAccount(ctx, request, request.params.account_id)
+    return sendData(request, reply, await createLineItem(ctx, request, account.id), 'line_item')
+  })
+
+  app.put<{ Params: { account_id: string; line_item_id: string } }>('/12/accounts/:account_id/line_items/:line_item_id', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const account = await requireAccount(ctx, request, request.params.account_id)
+    return sendData(request, reply, await updateLineItem(ctx, request, account.id, request.params.line_item_id), 'line_item')
+  })
+
+  app.delete<{ Params: { account_id: string; line_item_id: string } }>('/12/accounts/:account_id/line_items/:line_item_id', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const account = await requireAccount(ctx, request, request.params.account_id)
+    // A deleted line item is not found again (HTTP 404). Its children (promoted posts,
+    // curated categories) are deliberately left alone: the platform does not cascade.
+    const li = await repo.softDelete(account.id, request.params.line_item_id, actorOf(request), { notFoundCode: 'LINE_ITEM_NOT_FOUND' })
+    return sendData(request, reply, li, 'line_item')
+  })
+}

@@ -1,0 +1,118 @@
+import t from 'tap'
+import { adsFixture, createCampaign, createLineItem, expectError } from './campaigns-fixtures'
+
+/** Campaigns (CRUD) and funding instruments (read, list) as the public platform shapes them. */
+
+t.test('campaign create, read, list, update, delete', async (t) => {
+  const f = await adsFixture(t)
+  const res = await f.call('POST', '/campaigns', {
+    query: { funding_instrument_id: f.fi.id, name: 'demo', daily_budget_amount_local_micro: '140000000', entity_status: 'PAUSED', standard_delivery: 'false', purchase_order_number: 'PO-1' }
+  })
+  t.equal(res.status, 200, res.text)
+  const body = res.json<{ data: Record<string, unknown>; data_type: string }>()
+  t.equal(body.data_type, 'campaign')
+  t.match(body.data, {
+    name: 'demo',
+    budget_optimization: 'CAMPAIGN',
+    funding_instrument_id: f.fi.id,
+    daily_budget_amount_local_micro: 140000000,
+    total_budget_amount_local_micro: null,
+    entity_status: 'PAUSED',
+    standard_delivery: false,
+    purchase_order_number: 'PO-1',
+    duration_in_days: null,
+    frequency_cap: null,
+    currency: 'USD',
+    servable: false,
+    reasons_not_servable: ['PAUSED_BY_ADVERTISER', 'INCOMPLETE'],
+    effective_status: 'PAUSED',
+    deleted: false
+  })
+  const id = body.data.id as string
+
+  // A line item and ACTIVE status make it servable.
+  await createLineItem(f, id)
+  const active = await f.call('PUT', `/campaigns/${id}`, { query: { entity_status: 'ACTIVE', total_budget_amount_local_micro: '500000000', purchase_order_number: '' } })
+  t.equal(active.status, 200, active.text)
+  t.match(active.json<{ data: unknown }>().data, { entity_status: 'ACTIVE', total_budget_amount_local_micro: 500000000, purchase_order_number: null, servable: true, reasons_not_servable: [], effective_status: 'RUNNING' })
+
+  const read = await f.call('GET', `/campaigns/${id}`)
+  t.equal(read.status, 200)
+  t.match(read.json<{ data: unknown }>().data, { id, name: 'demo', servable: true })
+
+  const other = await createCampaign(f, { name: 'Other', entity_status: 'DRAFT' })
+  const list = await f.call('GET', '/campaigns')
+  t.same(list.json<{ data: Array<{ id: string }> }>().data.map((c) => c.id), [id], 'draft campaigns need with_draft')
+  const withDraft = await f.call('GET', '/campaigns', { query: { with_draft: 'true', sort_by: 'name-desc' } })
+  t.same(withDraft.json<{ data: Array<{ name: string }> }>().data.map((c) => c.name), ['Other', 'demo'])
+  const byId = await f.call('GET', '/campaigns', { query: { campaign_ids: `${other.id as string}`, with_draft: 'true' } })
+  t.same(byId.json<{ data: Array<{ id: string }> }>().data.map((c) => c.id), [other.id])
+  const byFi = await f.call('GET', '/campaigns', { query: { funding_instrument_ids: 'nope' } })
+  t.same(byFi.json<{ data: unknown[] }>().data, [])
+  const byQ = await f.call('GET', '/campaigns', { query: { q: 'DEM' } })
+  t.equal(byQ.json<{ data: unknown[] }>().data.length, 1)
+
+  const del = await f.call('DELETE', `/campaigns/${id}`)
+  t.equal(del.status, 200)
+  t.match(del.json<{ data: unknown }>().data, { id, deleted: true, servable: false })
+  expectError(t, await f.call('DELETE', `/campaigns/${id}`), 404, 'CAMPAIGN_NOT_FOUND', undefined)
+  expectError(t, await f.call('GET', `/campaigns/${id}`), 404, 'CAMPAIGN_NOT_FOUND', undefined)
+  t.equal((await f.call('GET', `/campaigns/${id}`, { query: { with_deleted: 'true' } })).status, 200)
+  t.same((await f.call('GET', '/campaigns')).json<{ data: unknown[] }>().data, [])
+  expectError(t, await createLineItemRaw(f, id), 400, 'INVALID_PARAMETER', 'campaign_id')
+})
+
+async function createLineItemRaw(f: Awaited<ReturnType<typeof adsFixture>>, campaignId: string) {
+  return f.call('POST', '/line_items', { query: { campaign_id: campaignId, objective: 'ENGAGEMENTS', product_type: 'PROMOTED_TWEETS', placements: 'ALL_ON_SVC' } })
+}
+
+t.test('campaign parameters are validated with their code and parameter', async (t) => {
+  const f = await adsFixture(t)
+  const post = (query: Record<string, string>) => f.call('POST', '/campaigns', { query: { funding_instrument_id: f.fi.id, name: 'c', ...query } })
+  expectError(t, await f.call('POST', '/campaigns', { query: { name: 'c' } }), 400, 'MISSING_PARAMETER', 'funding_instrument_id')
+  expectError(t, await f.call('POST', '/campaigns', { query: { funding_instrument_id: f.fi.id } }), 400, 'MISSING_PARAMETER', 'name')
+  expectError(t, await post({ name: 'n'.repeat(256) }), 400, 'INVALID_PARAMETER', 'name')
+  expectError(t, await post({ funding_instrument_id: 'nosuch' }), 400, 'INVALID_PARAMETER', 'funding_instrument_id')
+  expectError(t, await post({ budget_optimization: 'ACCOUNT' }), 400, 'INVALID_PARAMETER', 'budget_optimization')
+  expectError(t, await post({ daily_budget_amount_local_micro: 'lots' }), 400, 'INVALID_PARAMETER', 'daily_budget_amount_local_micro')
+  expectError(t, await post({ daily_budget_amount_local_micro: '0' }), 400, 'INVALID_PARAMETER', 'daily_budget_amount_local_micro')
+  expectError(t, await post({ daily_budget_amount_local_micro: '5', total_budget_amount_local_micro: '4' }), 400, 'INVALID_PARAMETER', 'daily_budget_amount_local_micro')
+  expectError(t, await post({ entity_status: 'DELETED' }), 400, 'INVALID_PARAMETER', 'entity_status')
+  expectError(t, await post({ purchase_order_number: 'p'.repeat(51) }), 400, 'INVALID_PARAMETER', 'purchase_order_number')
+  expectError(t, await post({ budget_optimization: 'LINE_ITEM', standard_delivery: 'true' }), 400, 'INVALID_PARAMETER', 'standard_delivery')
+  expectError(t, await post({ standard_delivery: 'maybe' }), 400, 'INVALID_PARAMETER', 'standard_delivery')
+
+  const c = await createCampaign(f, { budget_optimization: 'LINE_ITEM' })
+  t.match(c, { budget_optimization: 'LINE_ITEM', standard_delivery: null })
+  const put = (query: Record<string, string>) => f.call('PUT', `/campaigns/${c.id as string}`, { query })
+  expectError(t, await put({ entity_status: 'DRAFT' }), 400, 'INVALID_PARAMETER', 'entity_status')
+  expectError(t, await put({ name: '' }), 400, 'INVALID_PARAMETER', 'name')
+  expectError(t, await put({ standard_delivery: 'true' }), 400, 'INVALID_PARAMETER', 'standard_delivery')
+  await createLineItem(f, c.id as string, { daily_budget_amount_local_micro: '100' })
+  expectError(t, await put({ budget_optimization: 'CAMPAIGN' }), 400, 'INVALID_PARAMETER', 'budget_optimization')
+  expectError(t, await f.call('PUT', '/campaigns/nosuch', { query: { name: 'x' } }), 404, 'CAMPAIGN_NOT_FOUND', undefined)
+})
+
+t.test('funding instruments: list and read', async (t) => {
+  const f = await adsFixture(t)
+  const list = await f.call('GET', '/funding_instruments')
+  t.equal(list.status, 200)
+  const body = list.json<{ data: Array<Record<string, unknown>>; data_type: string; next_cursor: null }>()
+  t.equal(body.data_type, 'funding_instrument')
+  t.equal(body.next_cursor, null)
+  t.equal(body.data.length, 1)
+  t.match(body.data[0], { id: f.fi.id, account_id: f.account.id, type: 'CREDIT_CARD', currency: 'USD', entity_status: 'ACTIVE', able_to_fund: true, reasons_not_able_to_fund: [], deleted: false })
+  for (const field of ['description', 'start_time', 'end_time', 'io_header', 'credit_limit_local_micro', 'credit_remaining_local_micro', 'funded_amount_local_micro', 'created_at', 'updated_at']) {
+    t.ok(field in (body.data[0] as object), `field ${field}`)
+  }
+  const read = await f.call('GET', `/funding_instruments/${f.fi.id}`)
+  t.equal(read.status, 200)
+  t.match(read.json<{ data: unknown }>().data, { id: f.fi.id })
+  const filtered = await f.call('GET', '/funding_instruments', { query: { funding_instrument_ids: 'other' } })
+  t.same(filtered.json<{ data: unknown[] }>().data, [])
+  expectError(t, await f.call('GET', '/funding_instruments/nosuch'), 404, 'FUNDING_INSTRUMENT_NOT_FOUND', undefined)
+  expectError(t, await f.call('GET', '/funding_instruments', { query: { count: '1001' } }), 400, 'INVALID_PARAMETER', 'count')
+  // Creating and deleting instruments is sandbox-only.
+  expectError(t, await f.call('POST', '/funding_instruments', { query: { currency: 'USD', start_time: '2030-01-01T00:00:00Z', type: 'CREDIT_CARD' } }), 404, 'ROUTE_NOT_FOUND', undefined)
+  expectError(t, await f.call('DELETE', `/funding_instruments/${f.fi.id}`), 404, 'ROUTE_NOT_FOUND', undefined)
+})

@@ -1,0 +1,107 @@
+import t from 'tap'
+import { listAccountsForUser } from '../../services/gateway/ads/accounts'
+import { createIdentity, oauth1Request } from '../helper'
+import { adsFixture, expectError } from './campaigns-fixtures'
+
+/**
+ * The sandbox host ({ads_sandbox_url}): account create/delete, feature
+ * add/remove and funding instrument create/delete exist there only; the
+ * production host answers them 404 ROUTE_NOT_FOUND. The ordinary ads
+ * routes work on both hosts.
+ */
+
+t.test('sandbox-only operations are refused on the production host', async (t) => {
+  const f = await adsFixture(t)
+  const prod = (method: string, path: string, query?: Record<string, string>) => oauth1Request(method, `${f.rt.baseUrl}${path}`, f.id, query ? { query } : {})
+  const cases: Array<[string, string, Record<string, string>?]> = [
+    ['POST', '/12/accounts'],
+    ['DELETE', `/12/accounts/${f.account.id}`],
+    ['POST', `/12/accounts/${f.account.id}/features`, { feature_keys: 'AGE_TARGETING' }],
+    ['DELETE', `/12/accounts/${f.account.id}/features`, { feature_keys: 'AGE_TARGETING' }],
+    ['POST', `/12/accounts/${f.account.id}/funding_instruments`, { currency: 'USD', start_time: '2030-01-01T00:00:00Z', type: 'CREDIT_CARD' }],
+    ['DELETE', `/12/accounts/${f.account.id}/funding_instruments/${f.fi.id}`]
+  ]
+  for (const [method, path, query] of cases) {
+    const res = await prod(method, path, query)
+    t.test(`${method} ${path.replace(f.account.id, ':account_id')}`, async (t) => expectError(t, res, 404, 'ROUTE_NOT_FOUND', undefined))
+  }
+  t.equal((await listAccountsForUser(f.rt.ctx, f.id.user.id)).length, 1, 'nothing was created')
+  t.same((await f.call('GET', '')).json<{ data: { deleted: boolean } }>().data.deleted, false, 'nothing was deleted')
+})
+
+t.test('sandbox: create an account with a default funding instrument, use it, delete it', async (t) => {
+  const f = await adsFixture(t)
+  const sandbox = f.rt.sandboxUrl as string
+  const id = await createIdentity(f.rt.ctx.store)
+  const created = await oauth1Request('POST', `${sandbox}/12/accounts`, id)
+  t.equal(created.status, 200, created.text)
+  const account = created.json<{ data: Record<string, unknown>; data_type: string }>()
+  t.equal(account.data_type, 'account')
+  t.match(account.data, { name: 'Sandbox account', approval_status: 'ACCEPTED', timezone: 'America/Los_Angeles', deleted: false, business_id: null })
+  t.notOk('owner_user_id' in account.data)
+  const accountId = account.data.id as string
+
+  // The account is usable on both hosts, and has a funding instrument to create campaigns with.
+  const fis = await oauth1Request('GET', `${sandbox}/12/accounts/${accountId}/funding_instruments`, id)
+  t.equal(fis.status, 200)
+  const fi = fis.json<{ data: Array<{ id: string; able_to_fund: boolean; currency: string }> }>().data
+  t.equal(fi.length, 1)
+  t.match(fi[0], { able_to_fund: true, currency: 'USD' })
+  const campaign = await oauth1Request('POST', `${f.rt.baseUrl}/12/accounts/${accountId}/campaigns`, id, { query: { funding_instrument_id: fi[0]?.id as string, name: 'first' } })
+  t.equal(campaign.status, 200, campaign.text)
+  t.equal((await oauth1Request('GET', `${sandbox}/12/accounts`, id)).json<{ data: unknown[] }>().data.length, 1)
+
+  // More funding instruments, and their deletion, on the sandbox.
+  const more = await oauth1Request('POST', `${sandbox}/12/accounts/${accountId}/funding_instruments`, id, {
+    query: { currency: 'EUR', start_time: '2030-07-10T00:00:00Z', type: 'INSERTION_ORDER', end_time: '2031-01-10T00:00:00Z', funded_amount_local_micro: '140000000000' }
+  })
+  t.equal(more.status, 200, more.text)
+  t.match(more.json<{ data: unknown }>().data, { type: 'INSERTION_ORDER', currency: 'EUR', funded_amount_local_micro: 140000000000, credit_limit_local_micro: null, end_time: '2031-01-10T00:00:00Z' })
+  const moreId = more.json<{ data: { id: string } }>().data.id
+  expectError(t, await oauth1Request('POST', `${sandbox}/12/accounts/${accountId}/funding_instruments`, id, { query: { currency: 'usd', start_time: '2030-01-01T00:00:00Z', type: 'CREDIT_CARD' } }), 400, 'INVALID_PARAMETER', 'currency')
+  expectError(t, await oauth1Request('POST', `${sandbox}/12/accounts/${accountId}/funding_instruments`, id, { query: { currency: 'USD', start_time: '2030-01-01T00:00:00Z' } }), 400, 'MISSING_PARAMETER', 'type')
+  expectError(t, await oauth1Request('POST', `${sandbox}/12/accounts/${accountId}/funding_instruments`, id, { query: { currency: 'USD', type: 'CREDIT_CARD' } }), 400, 'MISSING_PARAMETER', 'start_time')
+  expectError(t, await oauth1Request('POST', `${sandbox}/12/accounts/${accountId}/funding_instruments`, id, { query: { currency: 'USD', type: 'CREDIT_CARD', start_time: '2030-02-01T00:00:00Z', end_time: '2030-01-01T00:00:00Z' } }), 400, 'INVALID_PARAMETER', 'end_time')
+  const fiDeleted = await oauth1Request('DELETE', `${sandbox}/12/accounts/${accountId}/funding_instruments/${moreId}`, id)
+  t.match(fiDeleted.json<{ data: unknown }>().data, { deleted: true, able_to_fund: false, reasons_not_able_to_fund: ['DELETED'] })
+  expectError(t, await oauth1Request('POST', `${f.rt.baseUrl}/12/accounts/${accountId}/campaigns`, id, { query: { funding_instrument_id: moreId, name: 'x' } }), 400, 'INVALID_PARAMETER', 'funding_instrument_id')
+
+  // Someone else cannot delete it.
+  expectError(t, await oauth1Request('DELETE', `${sandbox}/12/accounts/${accountId}`, f.id), 403, 'ACCOUNT_NOT_FOUND', 'account_id')
+  const deleted = await oauth1Request('DELETE', `${sandbox}/12/accounts/${accountId}`, id)
+  t.equal(deleted.status, 200)
+  t.match(deleted.json<{ data: unknown }>().data, { id: accountId, deleted: true })
+  expectError(t, await oauth1Request('DELETE', `${sandbox}/12/accounts/${accountId}`, id), 404, 'NOT_FOUND', 'account_id')
+  expectError(t, await oauth1Request('GET', `${f.rt.baseUrl}/12/accounts/${accountId}`, id), 404, 'NOT_FOUND', 'account_id')
+  t.match((await oauth1Request('GET', `${f.rt.baseUrl}/12/accounts/${accountId}`, id, { query: { with_deleted: 'true' } })).json<{ data: unknown }>().data, { deleted: true })
+  t.same((await oauth1Request('GET', `${sandbox}/12/accounts`, id)).json<{ data: unknown[] }>().data, [], 'deleted accounts are listed only with with_deleted')
+  t.equal((await oauth1Request('GET', `${sandbox}/12/accounts`, id, { query: { with_deleted: 'true' } })).json<{ data: unknown[] }>().data.length, 1)
+})
+
+t.test('sandbox: add and remove account features', async (t) => {
+  const f = await adsFixture(t)
+  const sandbox = f.rt.sandboxUrl as string
+  const features = (method: string, keys?: string) => oauth1Request(method, `${sandbox}/12/accounts/${f.account.id}/features`, f.id, keys === undefined ? {} : { query: { feature_keys: keys } })
+
+  const added = await features('POST', 'VALIDATED_AGE_TARGETING,REACH_FREQUENCY_CAP,CPI_CHARGING')
+  t.equal(added.status, 200, added.text)
+  t.same(added.json<{ data: unknown }>().data, ['CPI_CHARGING', 'REACH_FREQUENCY_CAP', 'VALIDATED_AGE_TARGETING'])
+  t.same(added.json<{ request: { params: Record<string, unknown> } }>().request.params.feature_keys, ['VALIDATED_AGE_TARGETING', 'REACH_FREQUENCY_CAP', 'CPI_CHARGING'])
+  t.same((await features('POST', 'CPI_CHARGING')).json<{ data: unknown }>().data, ['CPI_CHARGING', 'REACH_FREQUENCY_CAP', 'VALIDATED_AGE_TARGETING'], 'adding twice is harmless')
+  // GET features (either host) reports only the three beta keys, when granted.
+  t.same((await features('GET')).json<{ data: unknown }>().data, ['REACH_FREQUENCY_CAP'])
+  t.same((await f.call('GET', '/features')).json<{ data: unknown }>().data, ['REACH_FREQUENCY_CAP'])
+
+  const removed = await features('DELETE', 'REACH_FREQUENCY_CAP,AGE_TARGETING')
+  t.equal(removed.status, 200)
+  t.same(removed.json<{ data: unknown }>().data, ['CPI_CHARGING', 'VALIDATED_AGE_TARGETING'], 'removing an absent key is a no-op')
+  t.same((await f.call('GET', '/features')).json<{ data: unknown }>().data, [])
+
+  expectError(t, await features('POST'), 400, 'MISSING_PARAMETER', 'feature_keys')
+  expectError(t, await features('DELETE'), 400, 'MISSING_PARAMETER', 'feature_keys')
+  expectError(t, await features('POST', 'ACCOUNT_HISTORY_ACCESS'), 400, 'INVALID_PARAMETER', 'feature_keys')
+  expectError(t, await features('POST', 'AGE_TARGETING,,CPI_CHARGING'), 400, 'MISSING_PARAMETER', 'feature_keys')
+  expectError(t, await features('DELETE', 'WEBSITE_CLICKS_CPM_BILLING'), 400, 'INVALID_PARAMETER', 'feature_keys')
+  const stranger = await adsFixture(t, { rt: f.rt })
+  expectError(t, await oauth1Request('POST', `${sandbox}/12/accounts/${f.account.id}/features`, stranger.id, { query: { feature_keys: 'AGE_TARGETING' } }), 403, 'ACCOUNT_NOT_FOUND', 'account_id')
+})
