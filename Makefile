@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 NODE ?= node
-APT_PACKAGES := redis-server librdkafka-dev gcc chromium
+APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg
 CLI := $(NODE) dist/services/cli.js
 
 .PHONY: types types-check readme help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
@@ -18,7 +18,7 @@ node_modules/.installed: package.json package-lock.json
 
 deps-npm: node_modules/.installed
 
-deps-system: ## install redis-server, librdkafka-dev, gcc and chromium with apt-get when absent
+deps-system: ## install redis-server, librdkafka-dev, gcc, chromium and ffmpeg with apt-get when absent
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "==> installing Debian packages:$$missing"; \
@@ -73,8 +73,10 @@ lag: build ## consumer lag per group
 app: build ## create an application: make app NAME=... CALLBACK=... [ACCESS=read-write]
 	@$(CLI) app create --name "$(NAME)" $(if $(CALLBACK),--callback "$(CALLBACK)") $(if $(ACCESS),--access "$(ACCESS)") $(if $(JSON),--json)
 
+# The password reaches the CLI through the environment, not its command line (visible to every local user).
+user: export GATEWAY_USER_PASSWORD = $(PASSWORD)
 user: build ## create a user: make user SCREEN_NAME=... PASSWORD=...
-	@$(CLI) user create --screen-name "$(SCREEN_NAME)" --password "$(PASSWORD)" $(if $(JSON),--json)
+	@$(CLI) user create --screen-name "$(SCREEN_NAME)" --password-env GATEWAY_USER_PASSWORD $(if $(JSON),--json)
 
 webhooks: build ## list webhooks of every app
 	@$(CLI) webhooks list

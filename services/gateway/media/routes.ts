@@ -1,0 +1,220 @@
+import { createReadStream, createWriteStream } from 'node:fs'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { pipeline } from 'node:stream/promises'
+import multipart from '@fastify/multipart'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { AuthRequirement } from '../../common/auth/authenticate'
+import type { ServiceContext } from '../../common/context'
+import { Problems } from '../../common/errors'
+import { newNumericId, newSecret, newUuid } from '../../common/ids'
+import { EXTENSION_OF, inspectFile, MediaFormatError, type Inspection } from './inspect'
+import { extractPoster } from './poster'
+import { mediaDir, newRecord, saveMedia, type MediaRecord } from './records'
+import { checkMedia, defaultCategory, MEDIA_CATEGORIES, parseCategory, type MediaCategory } from './rules'
+
+/**
+ * `POST /2/media/upload` (one-shot): multipart/form-data with the file in
+ * `media` (or base64 in a `media` / `media_data` field), or a JSON body with
+ * base64 `media`. The bytes are streamed to the media directory, inspected,
+ * checked against the category's rules, and kept under an unguessable name;
+ * the answer carries the media key the ads interface takes. `GET /media/:file`
+ * serves the stored bytes (the `media_url` of library objects).
+ */
+
+const MEDIA_AUTH: AuthRequirement = { schemes: ['oauth1-user', 'oauth2-user'], scopes: ['media.write'], access: 'write' }
+
+/** Base64 uploads are for images and GIFs (15 MB of bytes, a third more as text). */
+const BASE64_MAX_CHARS = Math.ceil((15 * 1024 * 1024 * 4) / 3) + 1024
+const FIELDS = new Set(['media', 'media_data', 'media_category', 'media_type', 'additional_owners', 'shared'])
+const MEDIA_TYPES = ['image/jpeg', 'image/pjpeg', 'image/png', 'image/gif', 'image/webp', 'video/mp4']
+const STALE_UPLOAD_MS = 60 * 60 * 1000
+const FILE_NAME = /^[A-Za-z0-9_-]{8,64}\.(png|jpg|gif|webp|mp4)$/
+const CONTENT_TYPES: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp', mp4: 'video/mp4' }
+
+interface Received {
+  tmp: string
+  size: number
+  fields: Record<string, string>
+}
+
+function invalid(parameter: string, message: string, value = ''): Error {
+  return Problems.invalidParameter(parameter, value, message)
+}
+
+async function writeBase64(text: string, tmp: string, parameter: string): Promise<number> {
+  const compact = text.replace(/\s+/g, '')
+  if (compact === '' || !/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.length % 4 === 1) {
+    throw invalid(parameter, `The \`${parameter}\` field must be the file's bytes, base64 encoded.`)
+  }
+  const bytes = Buffer.from(compact, 'base64')
+  await fs.writeFile(tmp, bytes)
+  return bytes.length
+}
+
+async function receiveMultipart(request: FastifyRequest, tmp: string, maxBytes: number): Promise<Received> {
+  const fields: Record<string, string> = {}
+  let size: number | undefined
+  try {
+    for await (const part of request.parts({ limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: BASE64_MAX_CHARS, parts: 12 } })) {
+      if (!FIELDS.has(part.fieldname)) {
+        if (part.type === 'file') part.file.resume()
+        throw invalid(part.fieldname, `The \`${part.fieldname}\` field is not accepted by this endpoint.`)
+      }
+      if (part.type === 'file') {
+        if (part.fieldname !== 'media' || size !== undefined) {
+          part.file.resume()
+          throw invalid(part.fieldname, 'Send exactly one file, in the `media` field.')
+        }
+        await pipeline(part.file, createWriteStream(tmp))
+        if (part.file.truncated) throw tooLarge(maxBytes)
+        size = (await fs.stat(tmp)).size
+        continue
+      }
+      if (part.valueTruncated) throw invalid(part.fieldname, `The \`${part.fieldname}\` field is too long.`)
+      const value = String(part.value)
+      if (part.fieldname === 'media' || part.fieldname === 'media_data') {
+        if (size !== undefined) throw invalid(part.fieldname, 'Send exactly one file, in the `media` field.')
+        size = await writeBase64(value, tmp, part.fieldname)
+        continue
+      }
+      fields[part.fieldname] = fields[part.fieldname] === undefined ? value : `${fields[part.fieldname]},${value}`
+    }
+  } catch (err) {
+    const code = (err as { code?: string }).code
+    if (code === 'FST_REQ_FILE_TOO_LARGE') throw tooLarge(maxBytes)
+    if (code === 'FST_FILES_LIMIT' || code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT') throw invalid('media', 'Too many parts: send one `media` file and the documented fields.')
+    throw err
+  }
+  if (size === undefined) throw Problems.invalidRequest([{ message: 'The `media` field is required.', parameters: { media: [] } }])
+  return { tmp, size, fields }
+}
+
+async function receiveObject(body: unknown, tmp: string): Promise<Received> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('body', 'Expected multipart/form-data or a JSON object.')
+  const fields: Record<string, string> = {}
+  let size: number | undefined
+  for (const [name, value] of Object.entries(body as Record<string, unknown>)) {
+    if (!FIELDS.has(name)) throw invalid(name, `The \`${name}\` field is not accepted by this endpoint.`)
+    if (name === 'media' || name === 'media_data') {
+      if (typeof value !== 'string') throw invalid(name, `The \`${name}\` field must be a base64 string.`)
+      if (size !== undefined) throw invalid(name, 'Send exactly one file, in the `media` field.')
+      size = await writeBase64(value, tmp, name)
+      continue
+    }
+    if (Array.isArray(value) && value.every((v) => typeof v === 'string')) fields[name] = value.join(',')
+    else if (typeof value === 'string' || typeof value === 'boolean') fields[name] = String(value)
+    else throw invalid(name, `The \`${name}\` field has an invalid type.`)
+  }
+  if (size === undefined) throw Problems.invalidRequest([{ message: 'The `media` field is required.', parameters: { media: [] } }])
+  return { tmp, size, fields }
+}
+
+function tooLarge(maxBytes: number): Error {
+  return Problems.generic(413, `The media exceeds the upload limit of ${maxBytes} bytes.`)
+}
+
+function readCategory(fields: Record<string, string>, info: Inspection): MediaCategory {
+  const raw = fields.media_category
+  if (raw === undefined || raw === '') return defaultCategory(info)
+  const category = parseCategory(raw)
+  if (!category) {
+    const accepted = [...MEDIA_CATEGORIES.map((c) => c.toLowerCase()), 'amplify_video'].join(', ')
+    throw invalid('media_category', `The \`media_category\` field must be one of ${accepted}; got "${raw.slice(0, 40)}".`, raw.slice(0, 40))
+  }
+  return category
+}
+
+function readOwners(fields: Record<string, string>): string[] {
+  const raw = fields.additional_owners
+  if (raw === undefined || raw === '') return []
+  const ids = [...new Set(raw.split(',').map((s) => s.trim()))]
+  if (ids.length > 100 || ids.some((id) => !/^[0-9]{1,19}$/.test(id))) {
+    throw invalid('additional_owners', 'The `additional_owners` field is a list of up to 100 user ids.', raw.slice(0, 60))
+  }
+  return ids
+}
+
+function checkClaimedType(fields: Record<string, string>, info: Inspection): void {
+  const claimed = fields.media_type?.toLowerCase()
+  if (claimed === undefined || claimed === '') return
+  if (!MEDIA_TYPES.includes(claimed)) throw invalid('media_type', `The \`media_type\` field must be one of ${MEDIA_TYPES.join(', ')}.`, claimed.slice(0, 40))
+  const normalized = claimed === 'image/pjpeg' ? 'image/jpeg' : claimed
+  if (normalized !== info.mime) throw invalid('media_type', `The \`media_type\` is ${claimed} but the file is ${info.mime}.`, claimed)
+}
+
+async function upload(ctx: ServiceContext, request: FastifyRequest): Promise<MediaRecord> {
+  const auth = request.auth
+  if (!auth || auth.scheme === 'bearer-app') throw Problems.generic(401, 'Unauthorized')
+  const dir = mediaDir(ctx.config)
+  const tmpDir = path.join(dir, 'tmp')
+  await fs.mkdir(tmpDir, { recursive: true })
+  const tmp = path.join(tmpDir, newUuid())
+  try {
+    const received = request.isMultipart()
+      ? await receiveMultipart(request, tmp, ctx.config.mediaMaxBytes)
+      : await receiveObject(request.body, tmp)
+    let info: Inspection
+    try {
+      info = await inspectFile(received.tmp)
+    } catch (err) {
+      if (err instanceof MediaFormatError) throw invalid('media', `Unsupported or malformed media: ${err.message}.`)
+      throw err
+    }
+    checkClaimedType(received.fields, info)
+    const category = readCategory(received.fields, info)
+    const additionalOwners = readOwners(received.fields)
+    const violation = checkMedia(category, info, received.size, ctx.config.mediaMaxBytes)
+    if (violation) throw invalid(violation.parameter, violation.message, violation.parameter === 'media_category' ? (received.fields.media_category ?? '') : '')
+
+    const file = `${newSecret(12)}.${EXTENSION_OF[info.format]}`
+    await fs.rename(received.tmp, path.join(dir, file))
+    const record = newRecord({ mediaId: newNumericId(), category, info, size: received.size, ownerUserId: auth.userId, additionalOwners, file })
+    if (record.media_type !== 'IMAGE') record.poster_media_key = (await extractPoster(ctx, record))?.media_key ?? null
+    await saveMedia(ctx, record)
+    return record
+  } finally {
+    await fs.rm(tmp, { force: true })
+  }
+}
+
+async function serveFile(ctx: ServiceContext, request: FastifyRequest<{ Params: { file: string } }>, reply: FastifyReply): Promise<FastifyReply> {
+  const { file } = request.params
+  const m = FILE_NAME.exec(file)
+  if (!m) throw Problems.generic(404, `No media file ${file.slice(0, 80)}.`)
+  const full = path.join(mediaDir(ctx.config), file)
+  let size: number
+  try {
+    size = (await fs.stat(full)).size
+  } catch {
+    throw Problems.generic(404, `No media file ${file}.`)
+  }
+  reply.header('content-type', CONTENT_TYPES[m[1] as string] ?? 'application/octet-stream')
+  reply.header('content-length', String(size))
+  reply.header('cache-control', 'public, max-age=31536000, immutable')
+  return reply.send(createReadStream(full))
+}
+
+/** Leftovers of uploads cut short by a crash; an hour is far beyond any upload in flight (processes may share the directory). */
+async function removeStaleUploads(ctx: ServiceContext): Promise<void> {
+  const tmpDir = path.join(mediaDir(ctx.config), 'tmp')
+  const entries = await fs.readdir(tmpDir).catch(() => [] as string[])
+  for (const name of entries) {
+    const file = path.join(tmpDir, name)
+    const stat = await fs.stat(file).catch(() => undefined)
+    if (stat && Date.now() - stat.mtimeMs > STALE_UPLOAD_MS) await fs.rm(file, { force: true })
+  }
+}
+
+export async function registerMediaRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
+  await removeStaleUploads(ctx)
+  // Multipart parsing is scoped to these routes: nothing else on the server accepts it.
+  await app.register(async (scope) => {
+    await scope.register(multipart, { limits: { fileSize: ctx.config.mediaMaxBytes } })
+    scope.post('/2/media/upload', { config: { auth: MEDIA_AUTH }, bodyLimit: BASE64_MAX_CHARS + 64 * 1024 }, async (request, reply) => {
+      const record = await upload(ctx, request)
+      return reply.code(200).type('application/json; charset=utf-8').send({ data: { id: record.media_id, media_key: record.media_key, size: record.size } })
+    })
+    scope.get<{ Params: { file: string } }>('/media/:file', async (request, reply) => serveFile(ctx, request, reply))
+  })
+}
