@@ -97,11 +97,17 @@ export interface TestResponse {
   json: <T = Record<string, unknown>>() => T
 }
 
+/**
+ * Appends the query with RFC 3986 encoding (space as %20), as OAuth clients
+ * send it: URLSearchParams would write spaces as "+", which the oauth-1.0a
+ * library signs literally while servers (RFC 5849 §3.4.1.3.1) decode it as a space.
+ */
 function buildUrl(url: string, query?: Record<string, string>): string {
-  if (!query) return url
-  const u = new URL(url)
-  for (const [k, v] of Object.entries(query)) u.searchParams.append(k, v)
-  return u.toString()
+  if (!query || Object.keys(query).length === 0) return url
+  const encoded = Object.entries(query)
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)
+    .join('&')
+  return `${url}${url.includes('?') ? '&' : '?'}${encoded}`
 }
 
 async function send(method: string, url: string, headers: Record<string, string>, body: string | undefined): Promise<TestResponse> {

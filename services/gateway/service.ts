@@ -3,21 +3,29 @@ import { registerAdminRoutes } from './admin'
 import { registerAdsRoutes } from './ads/routes'
 import { registerSandboxRoutes } from './ads/campaigns/sandbox'
 import { registerOAuthRoutes } from './oauth/routes'
+import { registerOAuth2UserRoutes } from './oauth2/routes'
+import { registerMediaRoutes } from './media/routes'
+import { startAudienceWorkers } from './ads/audiences/worker'
 
 /**
  * The gateway: OAuth provider, operator API for apps and users, and the
  * advertising interface (design.md). The sandbox host serves the
- * sandbox-only ads operations plus the same ads routes.
+ * sandbox-only ads operations plus the same ads routes. Its workers: keyword
+ * insights ingest (activity.events), the audience targeting index
+ * (ads.entity-changes) and the evaluator of FILTERED product sets.
  */
 export const gatewayService: ServiceDefinition = {
   name: 'gateway',
   routes: async (app, ctx) => {
     await registerOAuthRoutes(app, ctx)
+    await registerOAuth2UserRoutes(app, ctx)
     await registerAdminRoutes(app, ctx)
     await registerAdsRoutes(app, ctx)
+    await registerMediaRoutes(app, ctx)
   },
   sandboxRoutes: async (app, ctx) => {
     await registerSandboxRoutes(app, ctx)
     await registerAdsRoutes(app, ctx)
-  }
+  },
+  start: (ctx) => startAudienceWorkers(ctx)
 }

@@ -1,0 +1,200 @@
+import type { FastifyInstance } from 'fastify'
+import type { BusMessage, Consumer } from '../../../common/bus/types'
+import { TOPICS } from '../../../common/bus/types'
+import type { ServiceContext } from '../../../common/context'
+import { Ads } from '../../../common/errors'
+import type { Worker } from '../../../common/service'
+import type { StoreOp } from '../../../common/store/types'
+import { ADS_AUTH, Params, sendData } from '../conventions'
+import { isCandidateTerm, type Keyword, matchesKeyword, parseKeyword, postTerms, type PostTerms } from './text'
+
+/**
+ * Keyword insights (`GET /12/insights/keywords/search`) computed from the
+ * posts this system has seen: the `post.create` events on `activity.events`,
+ * consumed by group `gateway-keyword-insights`. Nothing is estimated: with no
+ * matching post the volumes are zeros and there are no related keywords.
+ *
+ * Corpus keys (each expires ADS_INSIGHTS_RETENTION after its hour ends):
+ *
+ *   ads:insights:hour:{hour}   hash post id -> {p: plain text, t: terms, c: country|null, at: ms}
+ *   ads:insights:post:{id}     the hour the post is filed under (for post.delete)
+ */
+
+export const INSIGHTS_GROUP = 'gateway-keyword-insights'
+export const MAX_KEYWORDS = 10
+export const MAX_RANGE_MS = 7 * 24 * 3_600_000
+export const RELATED_KEYWORDS = 30
+const HOUR_MS = 3_600_000
+const DAY_MS = 24 * HOUR_MS
+
+interface CorpusPost {
+  p: string
+  t: string[]
+  c: string | null
+  at: number
+}
+
+const hourKey = (hour: number): string => `ads:insights:hour:${hour}`
+const postKey = (id: string): string => `ads:insights:post:${id}`
+
+interface ActivityEvent {
+  event_type: string
+  user_id: string
+  created_at: string
+  payload: Record<string, unknown>
+  includes?: { places?: Array<Record<string, unknown>> }
+}
+
+/** The post's country: its geo's country code, or that of the place it is tagged with. */
+export function countryOf(event: ActivityEvent): string | null {
+  const geo = event.payload.geo as Record<string, unknown> | undefined
+  const direct = geo?.country_code
+  if (typeof direct === 'string' && /^[A-Za-z]{2}$/.test(direct)) return direct.toUpperCase()
+  const places = event.includes?.places ?? []
+  const placeId = geo?.place_id
+  const place = places.find((p) => p.id === placeId) ?? (places.length === 1 ? places[0] : undefined)
+  const code = place?.country_code
+  return typeof code === 'string' && /^[A-Za-z]{2}$/.test(code) ? code.toUpperCase() : null
+}
+
+/** Files a post.create in the corpus / drops a deleted post; other events are ignored. */
+export async function ingestActivity(ctx: ServiceContext, event: ActivityEvent, now = Date.now()): Promise<void> {
+  const retention = ctx.config.insightsRetentionMs
+  if (event.event_type === 'post.delete') {
+    const id = String(event.payload.id ?? '')
+    const hour = await ctx.store.get(postKey(id))
+    if (hour !== undefined) await ctx.store.batch([{ op: 'hdel', key: hourKey(Number(hour)), fields: [id] }, { op: 'del', key: postKey(id) }])
+    return
+  }
+  if (event.event_type !== 'post.create') return
+  const id = String(event.payload.id ?? '')
+  if (!/^[0-9]{1,19}$/.test(id)) return
+  const createdRaw = typeof event.payload.created_at === 'string' ? event.payload.created_at : event.created_at
+  const at = Date.parse(createdRaw)
+  if (Number.isNaN(at)) return
+  const hour = Math.floor(at / HOUR_MS)
+  const ttl = (hour + 1) * HOUR_MS + retention - now
+  if (ttl <= 0) return
+  const note = (event.payload.note_tweet as { text?: unknown } | undefined)?.text
+  const text = typeof note === 'string' && note.length > 0 ? note : String(event.payload.text ?? '')
+  const terms = postTerms(text)
+  const post: CorpusPost = { p: terms.plain, t: terms.terms, c: countryOf(event), at }
+  const ops: StoreOp[] = [
+    { op: 'hset', key: hourKey(hour), fields: { [id]: JSON.stringify(post) } },
+    { op: 'pexpire', key: hourKey(hour), ttlMs: ttl },
+    { op: 'set', key: postKey(id), value: String(hour), ttlMs: ttl }
+  ]
+  await ctx.store.batch(ops)
+}
+
+export async function startInsightsIngest(ctx: ServiceContext): Promise<Worker> {
+  const consumer: Consumer = await ctx.bus.subscribe({
+    groupId: INSIGHTS_GROUP,
+    topics: [TOPICS.activityEvents],
+    fromBeginning: true,
+    handler: async (message: BusMessage) => {
+      const event = message.value as ActivityEvent
+      if (!event || typeof event !== 'object' || typeof event.event_type !== 'string' || !event.payload) return
+      await ingestActivity(ctx, event)
+    }
+  })
+  return { name: 'keyword-insights-ingest', close: () => consumer.close() }
+}
+
+// ------------------------------------------------------------------ query
+
+export interface InsightsQuery {
+  granularity: 'DAY' | 'HOUR'
+  keywords: Keyword[]
+  negative: Keyword[]
+  start: number
+  end: number
+  country: string | null
+}
+
+export interface InsightsResult {
+  related_keywords: string[]
+  tweet_volume: number[]
+}
+
+export async function computeInsights(ctx: ServiceContext, q: InsightsQuery): Promise<InsightsResult> {
+  const step = q.granularity === 'DAY' ? DAY_MS : HOUR_MS
+  const buckets = Math.max(1, Math.ceil((q.end - q.start) / step))
+  const volume = new Array<number>(buckets).fill(0)
+  const termCounts = new Map<string, number>()
+  const excluded = new Set(q.keywords.flatMap((k) => k.forms))
+  const firstHour = Math.floor(q.start / HOUR_MS)
+  const lastHour = Math.floor((q.end - 1) / HOUR_MS)
+  for (let hour = firstHour; hour <= lastHour; hour++) {
+    const posts = await ctx.store.hgetall(hourKey(hour))
+    for (const raw of Object.values(posts)) {
+      const post = JSON.parse(raw) as CorpusPost
+      if (post.at < q.start || post.at >= q.end) continue
+      if (q.country !== null && post.c !== q.country) continue
+      const terms: PostTerms = { plain: post.p, terms: post.t }
+      if (!q.keywords.some((k) => matchesKeyword(terms, k))) continue
+      if (q.negative.some((k) => matchesKeyword(terms, k))) continue
+      const bucket = Math.floor((post.at - q.start) / step)
+      volume[bucket] = (volume[bucket] ?? 0) + 1
+      for (const term of post.t) {
+        if (excluded.has(term) || !isCandidateTerm(term)) continue
+        termCounts.set(term, (termCounts.get(term) ?? 0) + 1)
+      }
+    }
+  }
+  const related = [...termCounts.entries()]
+    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+    .slice(0, RELATED_KEYWORDS)
+    .map(([term]) => term)
+  return { related_keywords: related, tweet_volume: volume }
+}
+
+const regionNames = new Intl.DisplayNames(['en'], { type: 'region' })
+
+function isCountryCode(code: string): boolean {
+  if (!/^[A-Z]{2}$/.test(code)) return false
+  const name = regionNames.of(code)
+  return name !== undefined && name !== code && name !== 'Unknown Region'
+}
+
+function readKeywords(p: Params, name: string, required: boolean): Keyword[] {
+  const list = p.list(name, { required }) ?? []
+  return list.map((raw) => {
+    if ([...raw].length > 100) throw Ads.invalid(name, `Each keyword of ${name} must be at most 100 characters`)
+    const k = parseKeyword(raw)
+    if (!k) throw Ads.invalid(name, `"${raw.slice(0, 100)}" in ${name} holds no word to search for`)
+    return k
+  })
+}
+
+export function readInsightsQuery(p: Params, now = Date.now()): InsightsQuery {
+  const granularity = p.enumOf('granularity', ['DAY', 'HOUR'] as const, { required: true }) as 'DAY' | 'HOUR'
+  const keywords = readKeywords(p, 'keywords', true)
+  const negative = readKeywords(p, 'negative_keywords', false)
+  if (keywords.length + negative.length > MAX_KEYWORDS) {
+    throw Ads.invalid(negative.length > 0 ? 'negative_keywords' : 'keywords', `At most ${MAX_KEYWORDS} keywords may be used, keywords and negative_keywords together; got ${keywords.length + negative.length}`)
+  }
+  const start = Date.parse(p.time('start_time', { required: true }) as string)
+  const endRaw = p.time('end_time')
+  const end = endRaw === undefined ? now : Date.parse(endRaw)
+  if (end <= start) throw Ads.invalid(endRaw === undefined ? 'start_time' : 'end_time', 'end_time must be later than start_time')
+  if (end - start > MAX_RANGE_MS) throw Ads.invalid(endRaw === undefined ? 'start_time' : 'end_time', 'The time range (end_time minus start_time) must be at most 7 days')
+  let country: string | null = null
+  const location = p.string('location', { max: 100 })
+  if (location !== undefined) {
+    const parts = location.split(',').map((s) => s.trim()).filter((s) => s !== '')
+    if (parts.length !== 1) throw Ads.invalid('location', 'Keyword insights are scoped by a single country: give one location')
+    const code = (parts[0] as string).toUpperCase()
+    if (!isCountryCode(code)) throw Ads.invalid('location', `Expected a country-level location (ISO 3166-1 alpha-2 code such as US), got "${location.slice(0, 40)}"`)
+    country = code
+  }
+  return { granularity, keywords, negative, start, end, country }
+}
+
+export async function registerInsightsRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
+  app.get('/12/insights/keywords/search', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+    const query = readInsightsQuery(Params.query(request))
+    const result = await computeInsights(ctx, query)
+    return sendData(request, reply, result, 'keyword_insights')
+  })
+}

@@ -1,0 +1,151 @@
+import t from 'tap'
+import { TOPICS } from '../../services/common/bus/types'
+import { newNumericId } from '../../services/common/ids'
+import type { Runtime } from '../../services/common/runtime'
+import { eventually, startTestRuntime } from '../helper'
+import { caller, errorOf, gatewayWithWorkers } from './audiences-fixtures'
+import { createAdsIdentity } from './helper'
+
+/**
+ * Keyword insights over a corpus of posts published on `activity.events`
+ * with known texts, times and countries: the volumes and related keywords
+ * asserted below are counted by hand from that corpus.
+ */
+
+const HOUR = 3_600_000
+const DAY = 24 * HOUR
+const base = Math.floor(Date.now() / HOUR) * HOUR - 3 * DAY
+const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.000Z$/, 'Z')
+
+interface Post {
+  key: string
+  at: number
+  text: string
+  country?: string
+  viaPlace?: boolean
+}
+
+const corpus: Post[] = [
+  { key: 'p1', at: base + 10 * 60_000, text: 'Developers love #javascript and the cloud https://t.co/abc @someone', country: 'US', viaPlace: true },
+  { key: 'p2', at: base + 70 * 60_000, text: 'developers, developers, developers! cloud native', country: 'US' },
+  { key: 'p3', at: base + 130 * 60_000, text: 'Our developers ship apps to the cloud', country: 'GB' },
+  { key: 'p4', at: base + 5 * HOUR, text: 'Cooking pasta tonight', country: 'US' },
+  { key: 'p5', at: base + DAY + 5 * 60_000, text: 'Dev tools for developers: #JavaScript rocks', country: 'US' },
+  { key: 'p6', at: base + DAY + 65 * 60_000, text: 'Big data pipelines for developers' },
+  { key: 'p7', at: base + DAY + 2 * HOUR, text: 'big data is big', country: 'US' },
+  { key: 'p8', at: base + 2 * DAY + HOUR, text: 'I love pasta', country: 'FR' }
+]
+
+async function publishPost(rt: Runtime, post: Post, id: string): Promise<void> {
+  const userId = '1234567890'
+  const payload: Record<string, unknown> = { id, text: post.text, author_id: userId, created_at: new Date(post.at).toISOString() }
+  const includes: Record<string, unknown[]> = {}
+  if (post.country && post.viaPlace) {
+    payload.geo = { place_id: 'place1' }
+    includes.places = [{ id: 'place1', full_name: 'Somewhere', country_code: post.country }]
+  } else if (post.country) {
+    payload.geo = { country_code: post.country }
+  }
+  await rt.ctx.bus.publish(TOPICS.activityEvents, userId, {
+    event_uuid: newNumericId(),
+    event_type: 'post.create',
+    user_id: userId,
+    created_at: new Date(post.at).toISOString(),
+    payload,
+    ...(includes.places ? { includes } : {})
+  })
+}
+
+t.test('keyword insights over ingested posts', async (t) => {
+  const rt = await startTestRuntime(t, { services: [gatewayWithWorkers] })
+  const { id } = await createAdsIdentity(rt.ctx)
+  const call = caller(rt, id)
+  const ids = new Map<string, string>()
+  for (const post of corpus) {
+    const postId = newNumericId()
+    ids.set(post.key, postId)
+    await publishPost(rt, post, postId)
+  }
+  const search = async (query: Record<string, string>): Promise<{ related_keywords: string[]; tweet_volume: number[] }> => {
+    const res = await call('GET', '12/insights/keywords/search', { query })
+    if (res.status !== 200) throw new Error(res.text)
+    return res.json<{ data: { related_keywords: string[]; tweet_volume: number[] } }>().data
+  }
+  const days = { granularity: 'DAY', start_time: iso(base), end_time: iso(base + 3 * DAY) }
+
+  // The ingest consumer runs in the background: wait until the whole corpus is in.
+  await eventually(async () => (await search({ ...days, keywords: 'pasta,developers' })).tweet_volume.join() === '4,2,1', 5000)
+  t.pass('pasta OR developers: 4, 2, 1 per day')
+
+  const dev = await search({ ...days, keywords: 'developers' })
+  t.same(dev.tweet_volume, [3, 2, 0])
+  t.same(dev.related_keywords, ['cloud', '#javascript', 'apps', 'big', 'data', 'dev', 'love', 'native', 'pipelines', 'rocks', 'ship', 'tools'], 'by co-occurrence, ties by name; stop words, URLs and mentions left out')
+
+  const res = await call('GET', '12/insights/keywords/search', { query: { ...days, keywords: 'developers' } })
+  t.match(res.json<{ request: { params: Record<string, unknown> }; data_type: string }>(), { request: { params: { granularity: 'DAY', keywords: 'developers' } } })
+
+  t.same((await search({ ...days, keywords: 'developers', negative_keywords: 'cloud' })).tweet_volume, [0, 2, 0], 'negative keywords exclude posts')
+  t.same((await search({ ...days, keywords: 'developers', location: 'US' })).tweet_volume, [2, 1, 0], 'one country (from geo or the tagged place)')
+  t.same((await search({ ...days, keywords: 'developers', location: 'gb' })).tweet_volume, [1, 0, 0])
+  t.same((await search({ ...days, keywords: 'big data' })).tweet_volume, [0, 2, 0], 'phrases')
+  t.same((await search({ ...days, keywords: '#javascript' })).tweet_volume, [1, 1, 0], 'hashtags')
+  t.same((await search({ ...days, keywords: 'JavaScript' })).tweet_volume, [1, 1, 0], 'a word also finds its hashtag, case-insensitively')
+  t.same((await search({ granularity: 'HOUR', start_time: iso(base), end_time: iso(base + 3 * HOUR), keywords: 'developers' })).tweet_volume, [1, 1, 1])
+  t.equal((await search({ granularity: 'HOUR', start_time: iso(base), end_time: iso(base + 7 * DAY), keywords: 'developers' })).tweet_volume.length, 168, 'a bucket per hour over 7 days')
+
+  const empty = await search({ ...days, keywords: 'zeppelins' })
+  t.same(empty, { related_keywords: [], tweet_volume: [0, 0, 0] }, 'nothing matching: zeros, no invented numbers')
+
+  // post.delete removes a post from the corpus.
+  await rt.ctx.bus.publish(TOPICS.activityEvents, '1234567890', {
+    event_uuid: newNumericId(),
+    event_type: 'post.delete',
+    user_id: '1234567890',
+    created_at: new Date().toISOString(),
+    payload: { id: ids.get('p2'), author_id: '1234567890' }
+  })
+  await eventually(async () => (await search({ ...days, keywords: 'developers' })).tweet_volume[0] === 2)
+  t.pass('the deleted post no longer counts')
+
+  // At most 30 related keywords.
+  const words = Array.from({ length: 40 }, (_, i) => `term${String.fromCharCode(97 + (i % 26))}${String.fromCharCode(97 + Math.floor(i / 26))}`)
+  await publishPost(rt, { key: 'wide', at: base + 2 * DAY + 3 * HOUR, text: `quantum ${words.join(' ')}` }, newNumericId())
+  const wide = await eventually(async () => {
+    const d = await search({ ...days, keywords: 'quantum' })
+    return d.tweet_volume[2] === 1 ? d : undefined
+  })
+  t.equal(wide.related_keywords.length, 30)
+})
+
+t.test('keyword insights: parameter rules', async (t) => {
+  const rt = await startTestRuntime(t, { services: [gatewayWithWorkers] })
+  const { id } = await createAdsIdentity(rt.ctx)
+  const call = caller(rt, id)
+  const start = iso(Date.now() - DAY)
+  const cases: Array<[Record<string, string>, string, string]> = [
+    [{ keywords: 'a', start_time: start }, 'granularity', 'MISSING_PARAMETER'],
+    [{ granularity: 'WEEK', keywords: 'a', start_time: start }, 'granularity', 'INVALID_PARAMETER'],
+    [{ granularity: 'DAY', start_time: start }, 'keywords', 'MISSING_PARAMETER'],
+    [{ granularity: 'DAY', keywords: 'a' }, 'start_time', 'MISSING_PARAMETER'],
+    [{ granularity: 'DAY', keywords: 'a', start_time: 'yesterday' }, 'start_time', 'INVALID_PARAMETER'],
+    [{ granularity: 'DAY', keywords: 'a', start_time: start, end_time: start }, 'end_time', 'INVALID_PARAMETER'],
+    [{ granularity: 'DAY', keywords: 'a', start_time: iso(Date.now() - 8 * DAY), end_time: iso(Date.now()) }, 'end_time', 'INVALID_PARAMETER'],
+    [{ granularity: 'DAY', keywords: 'a', start_time: iso(Date.now() - 8 * DAY) }, 'start_time', 'INVALID_PARAMETER'],
+    [{ granularity: 'DAY', keywords: 'a,b,c,d,e,f,g,h,i,j,k', start_time: start }, 'keywords', 'INVALID_PARAMETER'],
+    [{ granularity: 'DAY', keywords: 'a,b,c,d,e,f', negative_keywords: 'g,h,i,j,k', start_time: start }, 'negative_keywords', 'INVALID_PARAMETER'],
+    [{ granularity: 'DAY', keywords: '!!!', start_time: start }, 'keywords', 'INVALID_PARAMETER'],
+    [{ granularity: 'DAY', keywords: 'a', start_time: start, location: 'US,GB' }, 'location', 'INVALID_PARAMETER'],
+    [{ granularity: 'DAY', keywords: 'a', start_time: start, location: 'Atlantis' }, 'location', 'INVALID_PARAMETER'],
+    [{ granularity: 'DAY', keywords: 'a', start_time: start, location: 'ZZ' }, 'location', 'INVALID_PARAMETER']
+  ]
+  for (const [query, parameter, code] of cases) {
+    const res = await call('GET', '12/insights/keywords/search', { query })
+    t.equal(res.status, 400, JSON.stringify(query))
+    t.match(errorOf(res), { code, parameter }, JSON.stringify(query))
+  }
+  const ok = await call('GET', '12/insights/keywords/search', { query: { granularity: 'DAY', keywords: 'a,b,c,d,e', negative_keywords: 'f,g,h,i,j', start_time: iso(Date.now() - 7 * DAY + 60_000) } })
+  t.equal(ok.status, 200, '10 keywords over (almost) 7 days, end_time defaulting to now')
+  t.equal(ok.json<{ data: { tweet_volume: number[] } }>().data.tweet_volume.length, 7)
+  const unauthenticated = await fetch(`${rt.baseUrl}/12/insights/keywords/search?granularity=DAY&keywords=a&start_time=${start}`)
+  t.equal(unauthenticated.status, 401)
+})
