@@ -64,11 +64,11 @@ down: ## stop exactly the processes `make up` started
 status: ## what `make up` runs and whether each service is ready
 	@$(NODE) dist/scripts/up.js status
 
-topics: build ## list (and create, on the local cluster) the topics of deploy/topics.json
-	@$(CLI) topics
+topics: build ## topics of deploy/topics.json, checked on the cluster (make up's or KAFKA_BROKERS); CREATE=1 creates missing ones
+	@$(CLI) topics $(if $(CREATE),--create)
 
-lag: build ## consumer lag per group
-	@$(CLI) lag
+lag: build ## consumer lag per group and partition (make up, make run, or KAFKA_BROKERS [GROUP=a,b])
+	@$(CLI) lag $(if $(GROUP),--group "$(GROUP)")
 
 app: build ## create an application: make app NAME=... CALLBACK=... [ACCESS=read-write]
 	@$(CLI) app create --name "$(NAME)" $(if $(CALLBACK),--callback "$(CALLBACK)") $(if $(ACCESS),--access "$(ACCESS)") $(if $(JSON),--json)

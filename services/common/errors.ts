@@ -214,6 +214,8 @@ export type AdsErrorCode =
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'FEATURE_NOT_ENABLED'
   | 'DUPLICATE'
+  | 'ACTION_NOT_ALLOWED'
+  | 'LOCK_ACQUISITION_TIMEOUT'
   | `${string}_NOT_FOUND`
 
 export interface AdsErrorItem {

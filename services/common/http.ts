@@ -1,8 +1,10 @@
 import fs from 'node:fs'
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
 import fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import client from 'prom-client'
 import type { Logger } from 'pino'
-import { Authenticator, registerAuthentication } from './auth/authenticate'
+import { Authenticator, InsufficientScopeError, registerAuthentication } from './auth/authenticate'
 import { formPairs, OAuthHeaderError } from './auth/oauth1'
 import type { ServiceContext } from './context'
 import {
@@ -19,6 +21,7 @@ import {
 } from './errors'
 import { newUuid } from './ids'
 import { redactUrl } from './logger'
+import { registerRateLimits } from './ratelimit'
 
 /**
  * Builds a fastify server with what every service's HTTP side shares:
@@ -37,6 +40,19 @@ declare module 'fastify' {
   }
 }
 
+/** A route as registered, for tools that walk every route (fuzzing, route-table checks). */
+export interface RouteEntry {
+  method: string
+  url: string
+  auth: boolean
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    routeTable: RouteEntry[]
+  }
+}
+
 export interface ServerOptions {
   /** Public base URL requests are signed against; empty: the request's Host. */
   publicUrl: string
@@ -44,13 +60,16 @@ export interface ServerOptions {
   ready?: () => Promise<void>
 }
 
-export function errorShapeFor(request: FastifyRequest): ErrorShape {
-  const configured = request.routeOptions?.config?.errorShape
-  if (configured) return configured
-  const path = request.url
+export function shapeOfPath(path: string): ErrorShape {
   if (/^\/(12|5)\//.test(path)) return 'ads'
   if (/^\/(oauth|oauth2|1\.1)\//.test(path)) return 'classic'
   return 'v2'
+}
+
+export function errorShapeFor(request: FastifyRequest): ErrorShape {
+  const configured = request.routeOptions?.config?.errorShape
+  if (configured) return configured
+  return shapeOfPath(request.url)
 }
 
 /** Echo of path and query parameters for the ads envelope (comma lists become arrays). */
@@ -111,6 +130,7 @@ export function renderError(err: unknown, request: FastifyRequest, reply: Fastif
   const shape = errorShapeFor(request)
   if (err instanceof OAuthHeaderError) err = new ClassicError(400, { code: 215, message: `Bad Authentication data. ${err.message}` })
   if (err instanceof OAuthTextError) return reply.code(err.statusCode).type('text/plain; charset=utf-8').send(err.message)
+  if (err instanceof InsufficientScopeError) reply.header('www-authenticate', err.challenge())
 
   if (err instanceof ApiError) {
     if (shape === 'ads') {
@@ -154,6 +174,47 @@ function clientMessage(err: FastifyError, status: number): string {
   }
 }
 
+const LAST_HEAD = Symbol('lastRequestHead')
+
+function looksLikeRequestHead(chunk: Buffer | undefined): chunk is Buffer {
+  // An uppercase method token first: GET, POST, PUT, DELETE...
+  return chunk !== undefined && chunk.length > 4 && (chunk[0] as number) >= 65 && (chunk[0] as number) <= 90
+}
+
+/** Remembers (by reference, no copy) the last chunk that began a request on each connection. */
+function trackRequestHeads(socket: Socket): void {
+  socket.on('data', (chunk: Buffer) => {
+    if (looksLikeRequestHead(chunk)) (socket as Socket & { [LAST_HEAD]?: Buffer })[LAST_HEAD] = chunk.subarray(0, 256)
+  })
+}
+
+/**
+ * Requests Node's HTTP parser rejects (oversized headers or query strings,
+ * malformed request lines) never reach a route; they still get a Problem.
+ */
+function answerClientError(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Socket, problemBase: string): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy()
+    return
+  }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
+  const detail = status === 431 ? 'Request headers (or the query string) are too large.' : status === 408 ? 'Request timed out.' : 'Malformed HTTP request.'
+  // The request line, when it was received, still tells which interface the client spoke to.
+  const head = looksLikeRequestHead(err.rawPacket) ? err.rawPacket : (socket as Socket & { [LAST_HEAD]?: Buffer })[LAST_HEAD]
+  const requestLine = head?.toString('latin1', 0, 256).split('\r\n', 1)[0] ?? ''
+  const path = requestLine.split(' ')[1] ?? '/'
+  const shape = shapeOfPath(path)
+  const body = JSON.stringify(
+    shape === 'ads'
+      ? { errors: [{ code: adsCodeForStatus(status), message: detail }], request: { params: {} } }
+      : shape === 'classic'
+        ? { errors: [{ code: 214, message: detail }] }
+        : problemBody(problemBase, 'about:blank', detail, status)
+  )
+  const type = shape === 'v2' ? 'application/problem+json' : 'application/json; charset=utf-8'
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+}
+
 /** Answers unknown routes in the shape of the interface the path belongs to. */
 function notFound(request: FastifyRequest, reply: FastifyReply, problemBase: string): FastifyReply {
   const shape = errorShapeFor(request)
@@ -174,11 +235,23 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { maxParamLength: 500 },
     return503OnClosing: true,
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => answerClientError(err, socket, config.problemBase),
+    // Errors fastify raises before routing (malformed URL, over-long parameter) use the same rendering.
+    frameworkErrors: (err, request, reply) => renderError(err, request, reply, config.problemBase, ctx.log),
     ajv: { customOptions: { allErrors: true, coerceTypes: 'array', useDefaults: true, removeAdditional: false, strict: false } },
     ...(https ? { https } : {})
   }) as unknown as FastifyInstance
 
   for (const schema of ctx.schemas.schemas.values()) app.addSchema(schema)
+
+  app.server.on(https ? 'secureConnection' : 'connection', trackRequestHeads)
+
+  const routeTable: RouteEntry[] = []
+  app.decorate('routeTable', routeTable)
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method]
+    for (const method of methods) if (method !== 'HEAD') routeTable.push({ method, url: route.url, auth: route.config?.auth !== undefined })
+  })
 
   // Keep the raw form body: OAuth 1.0a signs the form parameters exactly as sent.
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (request, body, done) => {
@@ -209,6 +282,8 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
   })
 
   registerAuthentication(app, new Authenticator(ctx.store, config), options.publicUrl)
+  // After authentication: limits are counted per authenticated caller.
+  registerRateLimits(app, ctx)
 
   app.setErrorHandler((err, request, reply) => renderError(err, request, reply, config.problemBase, ctx.log))
   app.setNotFoundHandler((request, reply) => notFound(request, reply, config.problemBase))

@@ -1,8 +1,8 @@
 import { createHmac, randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto'
 import { promisify } from 'node:util'
-import { type AccessLevel, type AccessToken, type App, AuthKeys, type BearerRecord, type User } from '../common/auth/records'
+import { ACCESS_LEVELS, type AccessLevel, type AccessToken, type App, AuthKeys, type BearerRecord, lowerLevel, type User } from '../common/auth/records'
 import { newNumericId, newSecret } from '../common/ids'
-import type { Store } from '../common/store/types'
+import type { Store, StoreOp } from '../common/store/types'
 
 /**
  * Applications, users and their credentials, kept in the shared `auth:`
@@ -13,7 +13,20 @@ import type { Store } from '../common/store/types'
 const scrypt = promisify(scryptCb) as (password: string, salt: Buffer, keylen: number, options: { N: number; r: number; p: number }) => Promise<Buffer>
 const SCRYPT = { N: 16384, r: 8, p: 1 }
 
-export class IdentityError extends Error {}
+/** Invalid input for an app or user; `parameter` names the offending field. */
+export class IdentityError extends Error {
+  constructor(
+    message: string,
+    readonly parameter?: string
+  ) {
+    super(message)
+  }
+}
+
+/** The screen name is taken. */
+export class IdentityConflictError extends IdentityError {}
+
+export const MAX_CALLBACK_URLS = 10
 
 export interface NewApp {
   name: string
@@ -22,17 +35,31 @@ export interface NewApp {
   sign_in_with?: boolean
 }
 
+function checkedName(raw: string): string {
+  const name = raw.trim()
+  if (name === '' || name.length > 32) throw new IdentityError('app name must be 1 to 32 characters', 'name')
+  return name
+}
+
+function checkedLevel(level: string): AccessLevel {
+  if (!(ACCESS_LEVELS as readonly string[]).includes(level)) throw new IdentityError(`access level must be one of ${ACCESS_LEVELS.join(', ')}`, 'access_level')
+  return level as AccessLevel
+}
+
+function checkedCallbacks(urls: string[]): string[] {
+  if (urls.length > MAX_CALLBACK_URLS) throw new IdentityError(`at most ${MAX_CALLBACK_URLS} callback URLs`, 'callback_urls')
+  for (const url of urls) assertCallbackUrl(url)
+  return [...new Set(urls)]
+}
+
 export async function createApp(store: Store, input: NewApp): Promise<App> {
-  const name = input.name.trim()
-  if (name === '' || name.length > 32) throw new IdentityError('app name must be 1 to 32 characters')
-  for (const url of input.callback_urls ?? []) assertCallbackUrl(url)
   const app: App = {
     id: newNumericId(),
-    name,
+    name: checkedName(input.name),
     consumer_key: newSecret(18),
     consumer_secret: newSecret(36),
-    access_level: input.access_level ?? 'read-write',
-    callback_urls: input.callback_urls ?? [],
+    access_level: checkedLevel(input.access_level ?? 'read-write'),
+    callback_urls: checkedCallbacks(input.callback_urls ?? []),
     sign_in_with: input.sign_in_with ?? true,
     created_at: new Date().toISOString()
   }
@@ -44,14 +71,43 @@ export async function createApp(store: Store, input: NewApp): Promise<App> {
   return app
 }
 
+/**
+ * A callback URL: absolute, at most 2048 characters, no fragment. Custom
+ * schemes (`myapp://callback`) are allowed for mobile and desktop apps;
+ * `oob` is not a URL and needs no registration.
+ */
 export function assertCallbackUrl(url: string): void {
   let u: URL
+  if (url.length > 2048) throw new IdentityError('a callback URL must be at most 2048 characters', 'callback_urls')
   try {
     u = new URL(url)
   } catch {
-    throw new IdentityError(`callback URL "${url}" is not a URL`)
+    throw new IdentityError(`callback URL "${url.slice(0, 100)}" is not an absolute URL`, 'callback_urls')
   }
-  if (u.hash !== '') throw new IdentityError(`callback URL "${url}" must not have a fragment`)
+  if (/^(javascript|data|vbscript|file|blob):$/i.test(u.protocol)) throw new IdentityError(`callback URL scheme ${u.protocol} is not allowed`, 'callback_urls')
+  if (u.hash !== '' || url.includes('#')) throw new IdentityError(`callback URL "${url.slice(0, 100)}" must not have a fragment`, 'callback_urls')
+}
+
+export interface AppChanges {
+  name?: string
+  access_level?: AccessLevel
+  callback_urls?: string[]
+  sign_in_with?: boolean
+}
+
+/** Changes an app's settings (not its credentials: see rotateSecret). */
+export async function changeApp(store: Store, id: string, changes: AppChanges): Promise<App | undefined> {
+  const app = await getApp(store, id)
+  if (!app) return undefined
+  const changed: App = {
+    ...app,
+    ...(changes.name !== undefined ? { name: checkedName(changes.name) } : {}),
+    ...(changes.access_level !== undefined ? { access_level: checkedLevel(changes.access_level) } : {}),
+    ...(changes.callback_urls !== undefined ? { callback_urls: checkedCallbacks(changes.callback_urls) } : {}),
+    ...(changes.sign_in_with !== undefined ? { sign_in_with: changes.sign_in_with } : {})
+  }
+  await updateApp(store, changed)
+  return changed
 }
 
 export async function getApp(store: Store, id: string): Promise<App | undefined> {
@@ -95,11 +151,11 @@ export async function verifyPassword(password: string, stored: string): Promise<
 }
 
 export async function createUser(store: Store, screenName: string, password: string): Promise<User> {
-  if (!/^[A-Za-z0-9_]{1,15}$/.test(screenName)) throw new IdentityError('screen name must be 1 to 15 letters, digits or underscores')
-  if (password.length < 8) throw new IdentityError('password must be at least 8 characters')
+  if (!/^[A-Za-z0-9_]{1,15}$/.test(screenName)) throw new IdentityError('screen name must be 1 to 15 letters, digits or underscores', 'screen_name')
+  if (password.length < 8 || password.length > 1024) throw new IdentityError('password must be 8 to 1024 characters', 'password')
   const user: User = { id: newNumericId(), screen_name: screenName, password_hash: await hashPassword(password), created_at: new Date().toISOString() }
   const claimed = await store.setIfAbsent(AuthKeys.userByName(screenName), user.id)
-  if (!claimed) throw new IdentityError(`screen name ${screenName} is taken`)
+  if (!claimed) throw new IdentityConflictError(`screen name ${screenName} is taken`, 'screen_name')
   await store.batch([
     { op: 'set', key: AuthKeys.user(user.id), value: JSON.stringify(user) },
     { op: 'zadd', key: AuthKeys.users(), score: Date.now(), member: user.id }
@@ -111,6 +167,12 @@ export async function getUser(store: Store, id: string): Promise<User | undefine
   return store.getJson<User>(AuthKeys.user(id))
 }
 
+export async function listUsers(store: Store): Promise<User[]> {
+  const ids = await store.zrange(AuthKeys.users(), 0, -1)
+  const users = await store.mgetJson<User>(ids.map((m) => AuthKeys.user(m.member)))
+  return users.filter((u): u is User => u !== undefined)
+}
+
 export async function findUserByScreenName(store: Store, screenName: string): Promise<User | undefined> {
   const id = await store.get(AuthKeys.userByName(screenName))
   return id === undefined ? undefined : getUser(store, id)
@@ -118,9 +180,9 @@ export async function findUserByScreenName(store: Store, screenName: string): Pr
 
 /** The user when the password matches; undefined otherwise (same time either way for unknown names). */
 export async function checkCredentials(store: Store, screenName: string, password: string): Promise<User | undefined> {
-  const user = await findUserByScreenName(store, screenName)
+  const user = /^@?[A-Za-z0-9_]{1,15}$/.test(screenName) && password.length <= 1024 ? await findUserByScreenName(store, screenName.replace(/^@/, '')) : undefined
   if (!user) {
-    await hashPassword(password)
+    await hashPassword(password.slice(0, 1024))
     return undefined
   }
   return (await verifyPassword(password, user.password_hash)) ? user : undefined
@@ -130,8 +192,7 @@ export async function checkCredentials(store: Store, screenName: string, passwor
 
 /** Issues an access token of `level` (never above the app's) for `user` on `app`. */
 export async function issueAccessToken(store: Store, app: App, user: User, level: AccessLevel = app.access_level): Promise<AccessToken> {
-  const order: AccessLevel[] = ['read', 'read-write', 'read-write-dm']
-  const effective = order[Math.min(order.indexOf(level), order.indexOf(app.access_level))] as AccessLevel
+  const effective = lowerLevel(level, app.access_level)
   const token: AccessToken = {
     // The public platform's access tokens start with the user id.
     token: `${user.id}-${newSecret(24)}`,
@@ -146,8 +207,30 @@ export async function issueAccessToken(store: Store, app: App, user: User, level
   return token
 }
 
+/**
+ * The access token of the three-legged flow: like the public platform, a
+ * user who authorizes the same app again gets the same token back (until it
+ * is invalidated); a different access level replaces it.
+ */
+export async function accessTokenFor(store: Store, app: App, user: User, level: AccessLevel): Promise<AccessToken> {
+  const indexKey = AuthKeys.userToken(app.id, user.id)
+  const current = await store.get(indexKey)
+  const existing = current === undefined ? undefined : await store.getJson<AccessToken>(AuthKeys.token(current))
+  if (existing && existing.access_level === lowerLevel(level, app.access_level)) return existing
+  if (existing) await store.del(AuthKeys.token(existing.token))
+  const token = await issueAccessToken(store, app, user, level)
+  await store.set(indexKey, token.token)
+  return token
+}
+
 export async function revokeAccessToken(store: Store, token: string): Promise<boolean> {
-  return (await store.del(AuthKeys.token(token))) > 0
+  const record = await store.getJson<AccessToken>(AuthKeys.token(token))
+  if (!record) return false
+  const indexKey = AuthKeys.userToken(record.app_id, record.user_id)
+  const ops: StoreOp[] = [{ op: 'del', key: AuthKeys.token(token) }]
+  if ((await store.get(indexKey)) === token) ops.push({ op: 'del', key: indexKey })
+  await store.batch(ops)
+  return true
 }
 
 // ------------------------------------------------------------------ OAuth 2.0 app-only bearer
@@ -162,30 +245,34 @@ function deriveBearer(app: App, generation: number): string {
   return `AAAAAAAAAAAAAAAAAAAAA${mac}`
 }
 
-function bearerGenerationKey(appId: string): string {
-  return `auth:bearer-generation:${appId}`
-}
-
 export async function issueBearer(store: Store, app: App): Promise<{ token: string; created: boolean }> {
-  const generation = Number((await store.get(bearerGenerationKey(app.id))) ?? '0')
-  const token = deriveBearer(app, generation)
-  const record: BearerRecord = { kind: 'app', app_id: app.id, created_at: new Date().toISOString() }
-  const created = await store.setJsonIfAbsent(AuthKeys.bearer(token), record)
-  return { token, created }
+  for (;;) {
+    const generation = Number((await store.get(AuthKeys.bearerGeneration(app.id))) ?? '0')
+    const token = deriveBearer(app, generation)
+    const record: BearerRecord = { kind: 'app', app_id: app.id, created_at: new Date().toISOString() }
+    const created = await store.setJsonIfAbsent(AuthKeys.bearer(token), record)
+    // An invalidation between the read and the write would otherwise bring the old token back.
+    const now = Number((await store.get(AuthKeys.bearerGeneration(app.id))) ?? '0')
+    if (now === generation) return { token, created }
+    if (created) await store.del(AuthKeys.bearer(token))
+  }
 }
 
 /** Invalidates the app's outstanding bearer token; the next issue yields a different one. */
 export async function invalidateBearer(store: Store, app: App): Promise<string | undefined> {
-  const generation = Number((await store.get(bearerGenerationKey(app.id))) ?? '0')
+  const generation = Number((await store.get(AuthKeys.bearerGeneration(app.id))) ?? '0')
   const token = deriveBearer(app, generation)
-  const existed = (await store.del(AuthKeys.bearer(token))) > 0
-  await store.incr(bearerGenerationKey(app.id))
+  const existed = await store.exists(AuthKeys.bearer(token))
+  await store.batch([
+    { op: 'del', key: AuthKeys.bearer(token) },
+    { op: 'incr', key: AuthKeys.bearerGeneration(app.id), by: 1 }
+  ])
   return existed ? token : undefined
 }
 
 /** The app's current bearer token if one is outstanding. */
 export async function currentBearer(store: Store, app: App): Promise<string | undefined> {
-  const generation = Number((await store.get(bearerGenerationKey(app.id))) ?? '0')
+  const generation = Number((await store.get(AuthKeys.bearerGeneration(app.id))) ?? '0')
   const token = deriveBearer(app, generation)
   return (await store.exists(AuthKeys.bearer(token))) ? token : undefined
 }

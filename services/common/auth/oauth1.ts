@@ -42,8 +42,12 @@ function decodeOrThrow(s: string): string {
   }
 }
 
-/** Pairs of an application/x-www-form-urlencoded string, kept in order with duplicates. */
-export function formPairs(raw: string): ParamPair[] {
+/**
+ * Pairs of an application/x-www-form-urlencoded string, kept in order with
+ * duplicates. `plusIsSpace: false` reads `+` literally, as some clients
+ * (e.g. oauth-1.0a) do when they sign a query string.
+ */
+export function formPairs(raw: string, plusIsSpace = true): ParamPair[] {
   const out: ParamPair[] = []
   if (raw === '') return out
   for (const part of raw.split('&')) {
@@ -51,14 +55,14 @@ export function formPairs(raw: string): ParamPair[] {
     const i = part.indexOf('=')
     const k = i < 0 ? part : part.slice(0, i)
     const v = i < 0 ? '' : part.slice(i + 1)
-    out.push([formDecode(k), formDecode(v)])
+    out.push([formDecode(k, plusIsSpace), formDecode(v, plusIsSpace)])
   }
   return out
 }
 
-function formDecode(s: string): string {
+function formDecode(s: string, plusIsSpace: boolean): string {
   try {
-    return decodeURIComponent(s.replace(/\+/g, ' '))
+    return decodeURIComponent(plusIsSpace ? s.replace(/\+/g, ' ') : s)
   } catch {
     throw new OAuthHeaderError(`malformed percent-encoding: ${s.slice(0, 40)}`)
   }

@@ -12,6 +12,13 @@ import { createHash } from 'node:crypto'
  *   auth:token:{oauth_token}       AccessToken (JSON): OAuth 1.0a access token
  *   auth:bearer:{sha256(token)}    BearerRecord (JSON): OAuth 2.0 app-only or user token
  *   auth:nonce:{key}:{nonce}       "1" with a TTL of twice the timestamp window
+ *   auth:bearer-generation:{app_id} counter: bumped when the app's bearer token is invalidated
+ *   auth:bearer-last:{app_id}      "1" while oauth2/token calls are too frequent (OAUTH2_TOKEN_MIN_INTERVAL)
+ *   auth:request-token:{token}     RequestToken (JSON) with a TTL of OAUTH_REQUEST_TOKEN_TTL
+ *   auth:request-decision:{token}  "allow" | "deny": set once, so a request token is decided once
+ *   auth:grant:{app_id}:{user_id}  Grant (JSON): the user approved the app (authenticate skips re-approval)
+ *   auth:user-token:{app_id}:{user_id} the access token the three-legged flow issued (re-issued while valid)
+ *   auth:session:{sha256(id)}      SignInSession (JSON): a browser signed in on the sign-in page
  */
 
 export type AccessLevel = 'read' | 'read-write' | 'read-write-dm'
@@ -48,6 +55,35 @@ export interface AccessToken {
   created_at: string
 }
 
+/** OAuth 1.0a request token (step 1), authorized on the sign-in page (step 2), exchanged once (step 3). */
+export interface RequestToken {
+  token: string
+  secret: string
+  app_id: string
+  /** An approved callback URL or `oob`. */
+  callback: string
+  /** What the app asked for: its level, possibly lowered by x_auth_access_type. */
+  access_level: AccessLevel
+  created_at: string
+  expires_at: string
+  /** Set when the user approves. */
+  user_id?: string
+  verifier?: string
+}
+
+export interface Grant {
+  app_id: string
+  user_id: string
+  access_level: AccessLevel
+  granted_at: string
+}
+
+export interface SignInSession {
+  user_id: string
+  screen_name: string
+  created_at: string
+}
+
 export type BearerRecord =
   | { kind: 'app'; app_id: string; created_at: string }
   | { kind: 'user'; app_id: string; user_id: string; scopes: string[]; created_at: string; expires_at: string }
@@ -61,7 +97,21 @@ export const AuthKeys = {
   users: () => 'auth:users',
   token: (token: string) => `auth:token:${token}`,
   bearer: (token: string) => `auth:bearer:${sha256Hex(token)}`,
-  nonce: (consumerKey: string, nonce: string) => `auth:nonce:${consumerKey}:${nonce}`
+  nonce: (consumerKey: string, nonce: string) => `auth:nonce:${consumerKey}:${nonce}`,
+  bearerGeneration: (appId: string) => `auth:bearer-generation:${appId}`,
+  bearerLast: (appId: string) => `auth:bearer-last:${appId}`,
+  requestToken: (token: string) => `auth:request-token:${token}`,
+  requestDecision: (token: string) => `auth:request-decision:${token}`,
+  grant: (appId: string, userId: string) => `auth:grant:${appId}:${userId}`,
+  userToken: (appId: string, userId: string) => `auth:user-token:${appId}:${userId}`,
+  session: (id: string) => `auth:session:${sha256Hex(id)}`
+}
+
+export const ACCESS_LEVELS: readonly AccessLevel[] = ['read', 'read-write', 'read-write-dm']
+
+/** The lower of two access levels (a token never exceeds its app's current level). */
+export function lowerLevel(a: AccessLevel, b: AccessLevel): AccessLevel {
+  return ACCESS_LEVELS[Math.min(ACCESS_LEVELS.indexOf(a), ACCESS_LEVELS.indexOf(b))] as AccessLevel
 }
 
 export function sha256Hex(s: string): string {

@@ -1,5 +1,22 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../../common/context'
+import { registerAccountRoutes } from './account'
+import { registerAuthorizePages } from './authorize'
+import { registerOAuth1Routes } from './oauth1'
+import { registerOAuth2Routes } from './oauth2'
+import { RequestTokens } from './request-tokens'
+import { SignInSessions } from './sessions'
 
-// Placeholder: these routes are being written in this change set.
-export async function registerOAuthRoutes(_app: FastifyInstance, _ctx: ServiceContext): Promise<void> {}
+/**
+ * The gateway's OAuth provider (service-spec "Authentication operations"):
+ * OAuth 1.0a three-legged flow with its sign-in page, revocation, OAuth 2.0
+ * app-only bearer tokens, and 1.1/account/verify_credentials.
+ */
+export async function registerOAuthRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
+  const tokens = new RequestTokens(ctx.store, ctx.config.requestTokenTtlMs)
+  const sessions = new SignInSessions(ctx.store, ctx.config.signInSessionTtlMs)
+  registerOAuth1Routes(app, ctx, tokens)
+  registerAuthorizePages(app, ctx, tokens, sessions)
+  registerOAuth2Routes(app, ctx)
+  registerAccountRoutes(app, ctx)
+}

@@ -1,0 +1,111 @@
+import t from 'tap'
+import { ConfigError, loadConfig } from '../../services/common/config'
+import { FAMILY_DEFAULTS, RateLimiter } from '../../services/common/ratelimit'
+import { MemoryStore } from '../../services/common/store/memory'
+import { createIdentity } from '../helper'
+import { BACKENDS, classic, oauthHeader, send, startBackend } from '../gateway/oauth-support'
+
+t.test('limits: RATE_LIMITS overrides, then the route, then the spec figures, then RATE_LIMIT_DEFAULT', async (t) => {
+  const store = await MemoryStore.open()
+  t.teardown(() => store.close())
+  const config = loadConfig({ RATE_LIMITS: 'webhooks=50/1m,with_total_count=300', RATE_LIMIT_DEFAULT: '900', RATE_LIMIT_WINDOW: '15m' })
+  const limiter = new RateLimiter(store, config)
+  t.same(limiter.policy({ family: 'webhooks', limit: 10 }), { limit: 50, windowMs: 60_000 }, 'operator override wins')
+  t.same(limiter.policy({ family: 'with_total_count' }), { limit: 300, windowMs: 15 * 60_000 }, 'override of the limit keeps the family window')
+  t.same(limiter.policy({ family: 'activity', limit: 25 }), { limit: 25, windowMs: 15 * 60_000 }, 'the route’s own limit')
+  t.same(limiter.policy({ family: 'custom-audience-users' }), { limit: 1500, windowMs: 60_000 }, 'spec: 1500 per 1 minute window')
+  t.same(limiter.policy({ family: 'anything' }), { limit: 900, windowMs: 15 * 60_000 }, 'the configured default')
+  t.same(FAMILY_DEFAULTS.with_total_count, { limit: 200, windowMs: 15 * 60_000 }, 'spec: with_total_count 200 per 15 minutes')
+  t.throws(() => loadConfig({ RATE_LIMITS: 'webhooks' }), ConfigError)
+  t.throws(() => loadConfig({ RATE_LIMITS: 'webhooks=0' }), ConfigError)
+  t.throws(() => loadConfig({ RATE_LIMITS: 'webhooks=5/10ms' }), ConfigError)
+})
+
+t.test('windows: counted per identity, reset at the window end', async (t) => {
+  const store = await MemoryStore.open()
+  t.teardown(() => store.close())
+  const limiter = new RateLimiter(store, loadConfig({}))
+  const policy = { limit: 2, windowMs: 60_000 }
+  const now = 1_700_000_000_000
+  const a1 = await limiter.consume('f', 'user:a', policy, now)
+  const a2 = await limiter.consume('f', 'user:a', policy, now + 1)
+  const a3 = await limiter.consume('f', 'user:a', policy, now + 2)
+  t.same([a1.remaining, a2.remaining, a3.remaining], [1, 0, 0])
+  t.same([a1.exceeded, a2.exceeded, a3.exceeded], [false, false, true])
+  t.ok(a1.resetAt * 1000 > now && a1.resetAt * 1000 <= now + 61_000, 'reset is the end of the current window')
+  t.equal((await limiter.consume('f', 'user:b', policy, now)).remaining, 1, 'another caller has its own window')
+  t.equal((await limiter.consume('g', 'user:a', policy, now)).remaining, 1, 'another family has its own window')
+  const next = await limiter.consume('f', 'user:a', policy, a1.resetAt * 1000 + 1)
+  t.equal(next.remaining, 1, 'a new window after the reset')
+  t.notOk(next.exceeded)
+})
+
+for (const backend of BACKENDS) {
+  t.test(`rate-limited routes answer 429 in their interface's shape (${backend} store)`, async (t) => {
+    const rt = await startBackend(t, backend)
+    const base = rt.baseUrl
+    const id = await createIdentity(rt.ctx.store)
+    const url = `${base}/2/probe/limited`
+    const remaining: string[] = []
+    for (let i = 0; i < 3; i++) {
+      const r = await send('GET', url, { authorization: oauthHeader('GET', url, id) })
+      t.equal(r.status, 200)
+      t.equal(r.headers.get('x-rate-limit-limit'), '3')
+      remaining.push(r.headers.get('x-rate-limit-remaining') as string)
+    }
+    t.same(remaining, ['2', '1', '0'])
+    const over = await send('GET', url, { authorization: oauthHeader('GET', url, id) })
+    t.equal(over.status, 429)
+    t.same(over.json(), { errors: [{ code: 88, message: 'Rate limit exceeded' }] }, 'code 88 on v2')
+    t.equal(over.headers.get('x-rate-limit-remaining'), '0')
+    const reset = Number(over.headers.get('x-rate-limit-reset'))
+    t.ok(reset > Date.now() / 1000 && reset <= Date.now() / 1000 + 15 * 60 + 1, 'reset: epoch seconds within the 15-minute window')
+
+    const other = await createIdentity(rt.ctx.store)
+    t.equal((await send('GET', url, { authorization: oauthHeader('GET', url, other) })).status, 200, 'per user')
+    t.equal((await send('GET', url, { authorization: `Bearer ${id.bearer}` })).status, 200, 'the app-only token counts for the app, separately')
+
+    const adsUrl = `${base}/12/probe/limited`
+    for (let i = 0; i < 2; i++) t.equal((await send('GET', adsUrl, { authorization: oauthHeader('GET', adsUrl, id) })).status, 200)
+    const adsOver = await send('GET', `${adsUrl}?count=5`, { authorization: oauthHeader('GET', `${adsUrl}?count=5`, id) })
+    t.equal(adsOver.status, 429)
+    t.same(adsOver.json(), { errors: [{ code: 'TOO_MANY_REQUESTS', message: 'Rate limit exceeded' }], request: { params: { count: '5' } } }, 'TOO_MANY_REQUESTS on ads')
+
+    const metrics = await send('GET', `${base}/metrics`)
+    t.match(metrics.text, /rate_limited_requests_total\{[^}]*family="probe"[^}]*\} 1/)
+
+    const failed = await send('GET', url, { authorization: oauthHeader('GET', url, id, { consumerSecret: 'wrong' }) })
+    t.equal(classic(failed).code, 32, 'authentication comes first: a forged request is not counted as the user')
+  })
+}
+
+t.test('with_total_count requests: 200 per 15 minutes, counted apart from the rest', async (t) => {
+  const rt = await startBackend(t, 'memory')
+  const id = await createIdentity(rt.ctx.store)
+  const url = `${rt.baseUrl}/12/probe/accounts?with_total_count=true`
+  let last = await send('GET', url, { authorization: oauthHeader('GET', url, id) })
+  t.equal(last.headers.get('x-rate-limit-limit'), '200')
+  t.equal(last.headers.get('x-rate-limit-remaining'), '199')
+  for (let i = 1; i < 200; i++) {
+    last = await send('GET', url, { authorization: oauthHeader('GET', url, id) })
+    if (last.status !== 200) break
+  }
+  t.equal(last.status, 200, '200 requests pass')
+  t.equal(last.headers.get('x-rate-limit-remaining'), '0')
+  const over = await send('GET', url, { authorization: oauthHeader('GET', url, id) })
+  t.equal(over.status, 429, 'the 201st is refused')
+  t.match(over.json(), { errors: [{ code: 'TOO_MANY_REQUESTS' }] })
+  const plain = `${rt.baseUrl}/12/probe/accounts`
+  const without = await send('GET', plain, { authorization: oauthHeader('GET', plain, id) })
+  t.equal(without.status, 200, 'the same route without with_total_count is not limited by it')
+  t.equal(without.headers.get('x-rate-limit-limit'), null)
+})
+
+t.test('RATE_LIMITS changes a family without touching code', async (t) => {
+  const rt = await startBackend(t, 'memory', { RATE_LIMITS: 'probe=1/1m' })
+  const id = await createIdentity(rt.ctx.store)
+  const url = `${rt.baseUrl}/2/probe/limited`
+  const first = await send('GET', url, { authorization: oauthHeader('GET', url, id) })
+  t.equal(first.headers.get('x-rate-limit-limit'), '1')
+  t.equal((await send('GET', url, { authorization: oauthHeader('GET', url, id) })).status, 429)
+})
