@@ -111,6 +111,7 @@ export const SETTINGS = {
   logLevel: setting('LOG_LEVEL', 'info', 'pino log level.', asEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const)),
   tlsCert: setting('TLS_CERT', '', 'Path of a PEM certificate; with TLS_KEY the servers speak HTTPS directly. Otherwise run behind a TLS proxy.', asString),
   tlsKey: setting('TLS_KEY', '', 'Path of the PEM private key matching TLS_CERT.', asString),
+  trustProxy: setting('TRUST_PROXY', 'false', 'Trust X-Forwarded-For/-Proto from the reverse proxy in front (client address for login limits, scheme for OAuth base URLs).', asBool),
   bodyLimit: setting('BODY_LIMIT_BYTES', '5242880', 'Largest request body accepted (bytes); larger gets 413 in the interface\'s error shape.', asInt(1024, 100 * 1024 * 1024)),
   shutdownGraceMs: setting('SHUTDOWN_GRACE', '10s', 'How long SIGTERM waits for in-flight work before exiting.', asDuration),
 

@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http'
+
 /**
  * Every error the gateway can answer with, defined in one place.
  *
@@ -155,7 +157,9 @@ export function problemBody(
   extras: ProblemExtras = {}
 ): Record<string, unknown> {
   const type = suffix === 'about:blank' ? 'about:blank' : `${problemBase}/${suffix}`
-  const body: Record<string, unknown> = { ...extras, title: PROBLEM_TITLES[suffix], detail, type }
+  // RFC 7807 §4.2: with about:blank the title is the HTTP status phrase ("Unauthorized", "Not Found").
+  const title = suffix === 'about:blank' && status !== undefined ? (STATUS_CODES[status] ?? PROBLEM_TITLES[suffix]) : PROBLEM_TITLES[suffix]
+  const body: Record<string, unknown> = { ...extras, title, detail, type }
   if (status !== undefined) body.status = status
   return body
 }

@@ -235,6 +235,7 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { maxParamLength: 500 },
     return503OnClosing: true,
+    trustProxy: config.trustProxy,
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => answerClientError(err, socket, config.problemBase),
     // Errors fastify raises before routing (malformed URL, over-long parameter) use the same rendering.
     frameworkErrors: (err, request, reply) => renderError(err, request, reply, config.problemBase, ctx.log),
