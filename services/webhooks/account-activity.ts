@@ -1,0 +1,144 @@
+import { createHash } from 'node:crypto'
+import type { Logger } from 'pino'
+import type { Store } from '../common/store/types'
+import type { DeliveryEngine } from './delivery'
+import { WebhookKeys } from './keys'
+import { type ActivityEventMessage, eventTime } from './messages'
+import type { Webhook, WebhookRegistry } from './registry'
+
+/**
+ * Account Activity user subscriptions: a user (authenticated with user
+ * context) subscribes to a webhook of an app, and every piece of that
+ * user's activity is POSTed to the webhook in the Account Activity message
+ * format (`{"for_user_id", "<type>_events": [...]}`).
+ *
+ * Design choice: these subscriptions are the webhooks service's own state,
+ * and the service consumes `activity.events` in its own consumer group to
+ * route a subscribed user's events (index `webhooks:user:{user_id}`, O(1)
+ * per event). The deliveries go through the same durable engine as those of
+ * activity subscriptions (signature, retries, dead letter, log, replay).
+ */
+
+export type SubscribeResult = 'subscribed' | 'duplicate' | 'limit'
+
+/** Account Activity message type per dotted event type (the public platform's names where it has one). */
+const MESSAGE_TYPES: Record<string, string> = {
+  'post.create': 'tweet_create_events',
+  'post.delete': 'tweet_delete_events',
+  'dm.sent': 'direct_message_events',
+  'dm.received': 'direct_message_events',
+  'dm.read': 'direct_message_mark_read_events',
+  'dm.indicate_typing': 'direct_message_indicate_typing_events',
+  'spaces.start': 'spaces_events',
+  'spaces.end': 'spaces_events'
+}
+
+/** The message type an event is delivered under. */
+export function messageTypeFor(eventType: string): string {
+  const known = MESSAGE_TYPES[eventType]
+  if (known) return known
+  if (eventType.startsWith('profile.update.')) return 'user_update_events'
+  return `${eventType.replace(/[^a-zA-Z0-9]+/g, '_')}_events`
+}
+
+/** The Account Activity body of one event for one subscribed user (exact bytes, signed as sent). */
+export function accountActivityBody(event: ActivityEventMessage, forUserId: string): string {
+  const type = messageTypeFor(event.event_type)
+  const body: Record<string, unknown> = { for_user_id: forUserId, event_uuid: event.event_uuid }
+  const payload = event.payload
+  if (Array.isArray(payload[type])) {
+    // Direct-message payloads already carry their message array (and the `users` map) in this format.
+    Object.assign(body, payload)
+  } else if (type === 'tweet_delete_events') {
+    body.tweet_delete_events = [
+      { status: { id: payload.id, user_id: payload.author_id ?? event.user_id }, timestamp_ms: String(eventTime(event.created_at, Date.now())) }
+    ]
+  } else if (MESSAGE_TYPES[event.event_type] === undefined) {
+    // No public message type of its own: the dotted type travels inside the entry.
+    body[type] = [{ event_type: event.event_type, created_at: event.created_at, ...payload }]
+  } else {
+    body[type] = [payload]
+  }
+  // Expanded users travel beside the events, as on the public platform.
+  if (body.users === undefined && event.includes?.users !== undefined) body.users = event.includes.users
+  return JSON.stringify(body)
+}
+
+/** One delivery id per (event, webhook), so a redelivered event is recognised as the same delivery. */
+export function accountActivityDeliveryId(eventUuid: string, webhookId: string): string {
+  const h = createHash('sha256').update(`account-activity\n${eventUuid}\n${webhookId}`).digest('hex')
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h.slice(16, 18), 16) & 0x3f) | 0x80).toString(16)}${h.slice(18, 20)}-${h.slice(20, 32)}`
+}
+
+export class AccountActivity {
+  constructor(
+    private readonly store: Store,
+    private readonly registry: WebhookRegistry,
+    private readonly engine: DeliveryEngine,
+    private readonly limitPerApp: number,
+    private readonly log: Logger
+  ) {}
+
+  get provisioned(): number {
+    return this.limitPerApp
+  }
+
+  async countForApp(appId: string): Promise<number> {
+    const ids = await this.store.smembers(WebhookKeys.byApp(appId))
+    const counts = await Promise.all(ids.map((id) => this.store.scard(WebhookKeys.subscribers(id))))
+    return counts.reduce((a, b) => a + b, 0)
+  }
+
+  async subscribe(webhook: Webhook, userId: string): Promise<SubscribeResult> {
+    if (await this.store.sismember(WebhookKeys.subscribers(webhook.id), userId)) return 'duplicate'
+    if ((await this.countForApp(webhook.app_id)) >= this.limitPerApp) return 'limit'
+    await this.store.batch([
+      { op: 'sadd', key: WebhookKeys.subscribers(webhook.id), members: [userId] },
+      { op: 'sadd', key: WebhookKeys.userWebhooks(userId), members: [webhook.id] }
+    ])
+    return 'subscribed'
+  }
+
+  isSubscribed(webhookId: string, userId: string): Promise<boolean> {
+    return this.store.sismember(WebhookKeys.subscribers(webhookId), userId)
+  }
+
+  async unsubscribe(webhookId: string, userId: string): Promise<boolean> {
+    if (!(await this.isSubscribed(webhookId, userId))) return false
+    await this.store.batch([
+      { op: 'srem', key: WebhookKeys.subscribers(webhookId), members: [userId] },
+      { op: 'srem', key: WebhookKeys.userWebhooks(userId), members: [webhookId] }
+    ])
+    return true
+  }
+
+  async subscribers(webhookId: string): Promise<string[]> {
+    return (await this.store.smembers(WebhookKeys.subscribers(webhookId))).sort()
+  }
+
+  /** Routes one activity event to every webhook its user is subscribed to. */
+  async onEvent(event: ActivityEventMessage): Promise<number> {
+    const webhookIds = await this.store.smembers(WebhookKeys.userWebhooks(event.user_id))
+    let routed = 0
+    for (const webhookId of webhookIds) {
+      const webhook = await this.registry.get(webhookId)
+      if (!webhook) {
+        await this.store.srem(WebhookKeys.userWebhooks(event.user_id), webhookId)
+        continue
+      }
+      const result = await this.engine.accept({
+        delivery_id: accountActivityDeliveryId(event.event_uuid, webhookId),
+        webhook_id: webhookId,
+        app_id: webhook.app_id,
+        source: 'account-activity',
+        event_uuid: event.event_uuid,
+        for_user_id: event.user_id,
+        body: accountActivityBody(event, event.user_id),
+        event_time: eventTime(event.created_at, Date.now())
+      })
+      if (result === 'accepted') routed++
+    }
+    if (routed > 0) this.log.debug({ event_uuid: event.event_uuid, user_id: event.user_id, routed }, 'account activity event routed')
+    return routed
+  }
+}

@@ -1,0 +1,72 @@
+import type { ServiceContext } from '../common/context'
+import { AccountActivity } from './account-activity'
+import { CrcChecker } from './crc'
+import { DeliveryEngine } from './delivery'
+import { DeliveryLog } from './delivery-log'
+import { WebhookClient } from './http-client'
+import { createMetrics, type WebhookMetrics } from './metrics'
+import { WebhookRegistry } from './registry'
+import { ReplayRunner } from './replay'
+import type { UrlPolicy } from './url-safety'
+
+/**
+ * The parts of the webhooks service, built once per service context and
+ * shared by its routes and its workers.
+ */
+export interface WebhooksCore {
+  ctx: ServiceContext
+  policy: UrlPolicy
+  registry: WebhookRegistry
+  client: WebhookClient
+  metrics: WebhookMetrics
+  checker: CrcChecker
+  deliveryLog: DeliveryLog
+  engine: DeliveryEngine
+  accountActivity: AccountActivity
+  replay: ReplayRunner
+  close(): Promise<void>
+}
+
+const cores = new WeakMap<ServiceContext, WebhooksCore>()
+
+export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>): WebhooksCore {
+  const existing = cores.get(ctx)
+  if (existing) return existing
+  const { config, store, bus, log } = ctx
+  const policy: UrlPolicy = { allowInsecure: config.webhookAllowInsecure, ...policyOverride }
+  const registry = new WebhookRegistry(store)
+  const client = new WebhookClient({ policy, timeoutMs: config.webhookTimeoutMs, connectionsPerOrigin: config.webhookConcurrency })
+  const metrics = createMetrics(ctx.metrics, store)
+  const checker = new CrcChecker({ store, registry, client, metrics, log, intervalMs: config.webhookCrcIntervalMs })
+  const deliveryLog = new DeliveryLog(store, config.webhookLogRetentionMs)
+  const engine = new DeliveryEngine(
+    { store, bus, registry, log: deliveryLog, client, metrics, logger: log },
+    { schedule: config.webhookRetrySchedule, concurrency: config.webhookConcurrency, retentionMs: config.webhookLogRetentionMs }
+  )
+  const accountActivity = new AccountActivity(store, registry, engine, config.webhookSubscriptionLimit, log)
+  const replay = new ReplayRunner({ store, registry, log: deliveryLog, engine, metrics, logger: log, concurrency: Math.min(4, config.webhookConcurrency) })
+  let closing: Promise<void> | undefined
+  const core: WebhooksCore = {
+    ctx,
+    policy,
+    registry,
+    client,
+    metrics,
+    checker,
+    deliveryLog,
+    engine,
+    accountActivity,
+    replay,
+    close() {
+      closing ??= (async () => {
+        await replay.close()
+        await engine.close()
+        await client.close()
+        cores.delete(ctx)
+      })()
+      return closing
+    }
+  }
+  cores.set(ctx, core)
+  return core
+}

@@ -1,0 +1,105 @@
+import type { Store } from '../common/store/types'
+import { WebhookKeys } from './keys'
+
+/**
+ * The delivery log: one record per delivery (kept WEBHOOK_LOG_RETENTION),
+ * indexed per webhook by event time. Operators list and re-send from it,
+ * and replay jobs read their window from it.
+ */
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'cancelled'
+
+export const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'delivered', 'failed', 'cancelled']
+
+export type DeliverySource = 'activity' | 'account-activity'
+
+export interface DeliveryRecord {
+  delivery_id: string
+  webhook_id: string
+  app_id: string
+  source: DeliverySource
+  event_uuid?: string
+  /** Account Activity: the subscribed user the event belongs to. */
+  for_user_id?: string
+  /** The exact bytes POSTed (and signed). */
+  body: string
+  /** When the event happened (ms); the log and replay windows are ordered by it. */
+  event_time: number
+  created_at: string
+  status: DeliveryStatus
+  /** Attempts made (a POST, or a turn skipped because the webhook was invalid). */
+  attempts: number
+  /** Due time of the next attempt (ms) while pending. */
+  next_attempt_at: number
+  /** First real POST: a replay re-delivers what was delivered or attempted. */
+  first_attempt_at?: string
+  last_attempt_at?: string
+  last_status?: number
+  last_error?: string
+  delivered_at?: string
+  failed_at?: string
+  /** Why it ended as failed: retries exhausted, or the webhook answered 410. */
+  failure_reason?: 'exhausted' | 'gone'
+  resent_at?: string
+}
+
+export interface LogQuery {
+  status?: DeliveryStatus
+  /** Event time bounds (ms), inclusive. */
+  since?: number
+  until?: number
+  limit?: number
+  /** Newest first. */
+  newestFirst?: boolean
+}
+
+const PAGE = 500
+
+export class DeliveryLog {
+  constructor(
+    private readonly store: Store,
+    readonly retentionMs: number
+  ) {}
+
+  get(deliveryId: string): Promise<DeliveryRecord | undefined> {
+    return this.store.getJson<DeliveryRecord>(WebhookKeys.delivery(deliveryId))
+  }
+
+  /** Records in the webhook's log matching `query`, paging through the index. */
+  async list(webhookId: string, query: LogQuery = {}): Promise<DeliveryRecord[]> {
+    const limit = query.limit ?? Number.POSITIVE_INFINITY
+    const out: DeliveryRecord[] = []
+    for await (const r of this.scan(webhookId, query.since ?? 0, query.until ?? Number.MAX_SAFE_INTEGER, query.newestFirst ?? false)) {
+      if (query.status !== undefined && r.status !== query.status) continue
+      out.push(r)
+      if (out.length >= limit) break
+    }
+    return out
+  }
+
+  /** Every record with from <= event time < to, oldest first. */
+  async window(webhookId: string, fromMs: number, toMs: number): Promise<DeliveryRecord[]> {
+    const out: DeliveryRecord[] = []
+    for await (const r of this.scan(webhookId, fromMs, toMs - 1, false)) out.push(r)
+    return out
+  }
+
+  private async *scan(webhookId: string, min: number, max: number, reverse: boolean): AsyncGenerator<DeliveryRecord> {
+    const key = WebhookKeys.log(webhookId)
+    for (let offset = 0; ; offset += PAGE) {
+      const page = await this.store.zrangeByScore(key, min, max, { offset, limit: PAGE, reverse })
+      if (page.length === 0) return
+      const records = await this.store.mgetJson<DeliveryRecord>(page.map((m) => WebhookKeys.delivery(m.member)))
+      for (const r of records) if (r) yield r
+      if (page.length < PAGE) return
+    }
+  }
+
+  /** Drops index entries older than the retention (their records have expired). */
+  async trim(webhookId: string, now = Date.now()): Promise<number> {
+    const key = WebhookKeys.log(webhookId)
+    const old = await this.store.zrangeByScore(key, 0, now - this.retentionMs, { limit: 5000 })
+    if (old.length === 0) return 0
+    return this.store.zrem(key, ...old.map((m) => m.member))
+  }
+}

@@ -1,0 +1,7 @@
+import { runMain } from '../common/main'
+import { webhooksService } from './service'
+
+runMain('webhooks', [webhooksService]).catch((err: unknown) => {
+  process.stderr.write(`webhooks: failed to start: ${(err as Error).stack ?? String(err)}\n`)
+  process.exit(1)
+})

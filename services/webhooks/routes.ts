@@ -1,0 +1,223 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { AuthContext } from '../common/auth/authenticate'
+import { Problems } from '../common/errors'
+import { newNumericId } from '../common/ids'
+import type { WebhooksCore } from './core'
+import { bodyValidationProblem, failure, type Reason, userIdParam, webhookIdParam, webhookNotFound } from './problems'
+import { normalizeUrl, publicView, type Webhook } from './registry'
+import { checkWindow, parseReplayDate, ReplayConflictError } from './replay'
+import { checkWebhookUrl, UnsafeUrlError } from './url-safety'
+
+/**
+ * The public routes: v2 webhooks (platform-facts §2) and Account Activity
+ * user subscriptions. Authentication per route as the public platform
+ * declares it (openapi-2.166): management with the app's bearer token (or a
+ * user-context token where the platform allows it), subscribing a user with
+ * that user's context.
+ */
+
+const AAA_SCOPES = ['dm.read', 'dm.write', 'tweet.read', 'users.read']
+/** Rate-limit families (RATE_LIMIT_DEFAULT per window unless RATE_LIMITS overrides them). */
+const WEBHOOKS_LIMIT = { family: 'webhooks' }
+const AAA_LIMIT = { family: 'account-activity' }
+const CONFIG_FIELDS = ['created_at', 'id', 'url', 'valid'] as const
+
+function appOf(request: FastifyRequest): AuthContext {
+  const auth = request.auth
+  if (!auth) throw Problems.generic(401, 'Unauthorized')
+  return auth
+}
+
+function userOf(request: FastifyRequest): string {
+  const auth = appOf(request)
+  if (auth.scheme === 'bearer-app') throw Problems.unsupportedAuthentication('OAuth 2.0 Application-Only', ['OAuth 1.0a User Context', 'OAuth 2.0 User Context'])
+  return auth.userId
+}
+
+async function ownedWebhook(core: WebhooksCore, request: FastifyRequest, parameter = 'webhook_id'): Promise<Webhook> {
+  const raw = (request.params as Record<string, unknown>)[parameter] ?? (request.body as Record<string, unknown> | undefined)?.[parameter]
+  const id = webhookIdParam(raw, parameter)
+  const webhook = await core.registry.getOwned(id, appOf(request).app.id)
+  if (!webhook) throw webhookNotFound(id, parameter)
+  return webhook
+}
+
+/** `webhook_config.fields`: which WebhookConfig fields to return (all by default). */
+function requestedFields(raw: unknown): ReadonlyArray<(typeof CONFIG_FIELDS)[number]> {
+  if (raw === undefined) return CONFIG_FIELDS
+  const text = Array.isArray(raw) ? raw.join(',') : String(raw)
+  const fields = text.split(',').map((f) => f.trim())
+  const unknown = fields.filter((f) => !(CONFIG_FIELDS as readonly string[]).includes(f))
+  if (fields.length === 0 || unknown.length > 0) {
+    throw Problems.invalidParameter(
+      'webhook_config.fields',
+      text,
+      `The \`webhook_config.fields\` query parameter value [${unknown.join(',') || text}] is not one of [${CONFIG_FIELDS.join(',')}]`
+    )
+  }
+  return CONFIG_FIELDS.filter((f) => fields.includes(f))
+}
+
+export async function registerWebhookRoutes(app: FastifyInstance, core: WebhooksCore): Promise<void> {
+  const { config } = core.ctx
+
+  // ---------------------------------------------------------------- /2/webhooks
+
+  app.post('/2/webhooks', {
+    config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT },
+    schema: { body: { $ref: 'http/webhooks.create-request#' } },
+    attachValidation: true
+  }, async (request) => {
+    if (request.validationError) throw bodyValidationProblem(request.validationError, request.body, () => 'UrlValidationFailed')
+    const auth = appOf(request)
+    const url = (request.body as { url: string }).url
+    const reject = (reason: Reason, text: string) => failure(reason, 'url', url, text)
+
+    let parsed: URL
+    try {
+      parsed = await checkWebhookUrl(url, core.policy)
+    } catch (err) {
+      if (err instanceof UnsafeUrlError) throw reject('UrlValidationFailed', err.message)
+      throw err
+    }
+    const urlKey = normalizeUrl(parsed)
+    const existing = await core.registry.listByApp(auth.app.id)
+    if (existing.some((w) => w.url_key === urlKey)) throw reject('DuplicateUrlFailed', 'A webhook is already registered by this application for this URL.')
+    if (existing.length >= config.webhookLimitPerApp) {
+      throw reject('WebhookLimitExceeded', `This application has reached its limit of ${config.webhookLimitPerApp} webhook(s).`)
+    }
+
+    const id = newNumericId()
+    if ((await core.registry.reserveUrl(auth.app.id, urlKey, id)) !== undefined) {
+      throw reject('DuplicateUrlFailed', 'A webhook is already registered by this application for this URL.')
+    }
+    try {
+      const crc = await core.checker.challengeNew(url, auth.app.consumer_secret)
+      if (crc.result !== 'pass') throw reject('CrcValidationFailed', crc.reason)
+      // Another create may have completed while the CRC ran.
+      if ((await core.registry.countByApp(auth.app.id)) >= config.webhookLimitPerApp) {
+        throw reject('WebhookLimitExceeded', `This application has reached its limit of ${config.webhookLimitPerApp} webhook(s).`)
+      }
+      const now = Date.now()
+      const at = new Date(now).toISOString()
+      const webhook: Webhook = { id, app_id: auth.app.id, url, url_key: urlKey, valid: true, created_at: at, last_crc_at: at, last_crc_ok_at: at }
+      await core.registry.insert(webhook, now + config.webhookCrcIntervalMs)
+      request.log.info({ webhook_id: id, app_id: auth.app.id }, 'webhook registered')
+      return { data: publicView(webhook) }
+    } catch (err) {
+      await core.registry.releaseUrl(auth.app.id, urlKey, id)
+      throw err
+    }
+  })
+
+  app.get('/2/webhooks', { config: { auth: { schemes: ['bearer-app'] }, rateLimit: WEBHOOKS_LIMIT } }, async (request) => {
+    const fields = requestedFields((request.query as Record<string, unknown>)['webhook_config.fields'])
+    const webhooks = await core.registry.listByApp(appOf(request).app.id)
+    const data = webhooks.map((w) => {
+      const view = publicView(w) as Record<string, unknown>
+      const out: Record<string, unknown> = {}
+      for (const f of fields) out[f] = view[f]
+      return out
+    })
+    return { data, meta: { result_count: data.length } }
+  })
+
+  app.delete('/2/webhooks/:webhook_id', { config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT } }, async (request) => {
+    const webhook = await ownedWebhook(core, request)
+    await core.registry.remove(webhook)
+    request.log.info({ webhook_id: webhook.id }, 'webhook deleted')
+    return { data: { deleted: true } }
+  })
+
+  // Validate: a CRC now; a passing check makes the webhook valid again (also after a 410).
+  app.put('/2/webhooks/:webhook_id', { config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT } }, async (request) => {
+    const webhook = await ownedWebhook(core, request)
+    const { result } = await core.checker.check(webhook, 'put')
+    if (result.result !== 'pass') throw failure('CrcValidationFailed', 'webhook_id', webhook.id, result.reason)
+    return { data: { attempted: true } }
+  })
+
+  app.post('/2/webhooks/replay', {
+    config: { auth: { schemes: ['bearer-app'] }, rateLimit: WEBHOOKS_LIMIT },
+    schema: { body: { $ref: 'http/webhooks.replay-request#' } },
+    attachValidation: true
+  }, async (request) => {
+    if (request.validationError) {
+      throw bodyValidationProblem(request.validationError, request.body, (field) => (field === 'webhook_id' ? 'WebhookIdInvalid' : 'QueryParamInvalid'))
+    }
+    const body = request.body as { webhook_id: string; from_date: string; to_date: string }
+    const webhook = await ownedWebhook(core, request)
+    const fromMs = parseReplayDate(body.from_date)
+    if (fromMs === undefined) throw failure('QueryParamInvalid', 'from_date', body.from_date, 'from_date is not a valid yyyymmddhhmm UTC time.')
+    const toMs = parseReplayDate(body.to_date)
+    if (toMs === undefined) throw failure('QueryParamInvalid', 'to_date', body.to_date, 'to_date is not a valid yyyymmddhhmm UTC time.')
+    const windowProblem = checkWindow(fromMs, toMs)
+    if (windowProblem) throw failure('QueryParamInvalid', windowProblem.startsWith('to_date') ? 'to_date' : 'from_date', windowProblem.startsWith('to_date') ? body.to_date : body.from_date, `${windowProblem}.`)
+    if (!webhook.valid) {
+      throw failure('CrcValidationFailed', 'webhook_id', webhook.id, `The webhook is not valid (${webhook.invalid_reason ?? 'CRC failing'}); validate it with PUT /2/webhooks/${webhook.id} first.`)
+    }
+    try {
+      const job = await core.replay.create(webhook, fromMs, toMs)
+      return { data: { job_id: job.job_id, created_at: job.created_at } }
+    } catch (err) {
+      if (err instanceof ReplayConflictError) throw Problems.conflict(`ReplayConflictError: ${err.message} Wait for its replay_job_status before creating another.`)
+      throw err
+    }
+  })
+
+  // ---------------------------------------------------------------- Account Activity
+
+  const aaaPath = '/2/account_activity/webhooks/:webhook_id/subscriptions/all'
+
+  app.post(aaaPath, { config: { auth: { schemes: ['oauth1-user', 'oauth2-user'], access: 'dm', scopes: AAA_SCOPES }, rateLimit: AAA_LIMIT } }, async (request) => {
+    const userId = userOf(request)
+    const webhook = await ownedWebhook(core, request)
+    const result = await core.accountActivity.subscribe(webhook, userId)
+    if (result === 'duplicate') {
+      throw failure('DuplicateSubscriptionFailed', 'webhook_id', webhook.id, `User ${userId} is already subscribed to webhook ${webhook.id}.`)
+    }
+    if (result === 'limit') {
+      throw failure('SubscriptionLimitExceeded', 'webhook_id', webhook.id, `This application has reached its limit of ${core.accountActivity.provisioned} subscriptions.`)
+    }
+    request.log.info({ webhook_id: webhook.id, user_id: userId }, 'account activity subscription created')
+    return { data: { subscribed: true } }
+  })
+
+  app.get(aaaPath, { config: { auth: { schemes: ['oauth1-user', 'oauth2-user'], access: 'read', scopes: AAA_SCOPES }, rateLimit: AAA_LIMIT } }, async (request) => {
+    const userId = userOf(request)
+    const webhook = await ownedWebhook(core, request)
+    return { data: { subscribed: await core.accountActivity.isSubscribed(webhook.id, userId) } }
+  })
+
+  app.get(`${aaaPath}/list`, { config: { auth: { schemes: ['bearer-app'] }, rateLimit: AAA_LIMIT } }, async (request) => {
+    const webhook = await ownedWebhook(core, request)
+    const users = await core.accountActivity.subscribers(webhook.id)
+    return {
+      data: { application_id: webhook.app_id, webhook_id: webhook.id, webhook_url: webhook.url, subscriptions: users.map((user_id) => ({ user_id })) }
+    }
+  })
+
+  app.get('/2/account_activity/subscriptions/count', { config: { auth: { schemes: ['bearer-app'] }, rateLimit: AAA_LIMIT } }, async (request) => {
+    const { app: client } = appOf(request)
+    const count = await core.accountActivity.countForApp(client.id)
+    return {
+      data: {
+        account_name: client.name,
+        provisioned_count: String(core.accountActivity.provisioned),
+        subscriptions_count_all: String(count),
+        // Direct-message-only subscriptions no longer exist on the public platform: always "0".
+        subscriptions_count_direct_messages: '0'
+      }
+    }
+  })
+
+  app.delete('/2/account_activity/webhooks/:webhook_id/subscriptions/:user_id/all', { config: { auth: { schemes: ['bearer-app'] }, rateLimit: AAA_LIMIT } }, async (request) => {
+    const webhook = await ownedWebhook(core, request)
+    const userId = userIdParam((request.params as Record<string, unknown>).user_id)
+    if (!(await core.accountActivity.unsubscribe(webhook.id, userId))) {
+      throw failure('SubscriptionNotFound', 'user_id', userId, `User ${userId} has no subscription on webhook ${webhook.id}.`)
+    }
+    request.log.info({ webhook_id: webhook.id, user_id: userId }, 'account activity subscription deleted')
+    return { data: { subscribed: false } }
+  })
+}

@@ -1,0 +1,21 @@
+import type { ServiceDefinition } from '../common/service'
+import { registerAdminRoutes } from './admin'
+import { coreFor } from './core'
+import { registerWebhookRoutes } from './routes'
+import { startWorkers } from './worker'
+
+/**
+ * The webhooks service (design.md): `/2/webhooks*` and Account Activity
+ * subscriptions; consumes `activity.deliveries` (and, for Account Activity,
+ * `activity.events`); produces `webhook.dead-letter`; keeps webhook configs,
+ * CRC state, the retry schedule and the delivery log in `webhooks:`.
+ */
+export const webhooksService: ServiceDefinition = {
+  name: 'webhooks',
+  routes: async (app, ctx) => {
+    const core = coreFor(ctx)
+    await registerWebhookRoutes(app, core)
+    await registerAdminRoutes(app, core)
+  },
+  start: async (ctx) => startWorkers(coreFor(ctx))
+}

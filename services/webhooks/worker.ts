@@ -1,0 +1,81 @@
+import { TOPICS, type BusMessage, type Consumer } from '../common/bus/types'
+import type { Worker } from '../common/service'
+import type { WebhooksCore } from './core'
+import { eventTime, isActivityDelivery, isActivityEvent } from './messages'
+import { PollingWorker } from './polling'
+
+/**
+ * The webhooks service's background work:
+ *  - `webhooks-delivery` group on `activity.deliveries`: deliveries that name
+ *    a webhook become durable deliveries (the offset is committed once the
+ *    delivery's record and schedule entry are stored);
+ *  - `webhooks-account-activity` group on `activity.events`: events of users
+ *    subscribed through Account Activity become deliveries too;
+ *  - the retry scheduler, the periodic CRC, and housekeeping (log trimming,
+ *    replay jobs orphaned by a dead process).
+ */
+
+export const DELIVERY_GROUP = 'webhooks-delivery'
+export const ACCOUNT_ACTIVITY_GROUP = 'webhooks-account-activity'
+const HOUSEKEEPING_MS = 60_000
+
+export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
+  const { ctx, engine, accountActivity, metrics } = core
+  const log = ctx.log
+
+  const onDelivery = async (message: BusMessage): Promise<void> => {
+    const v = message.value
+    if (!isActivityDelivery(v)) {
+      metrics.deliveries.inc({ outcome: 'dropped' })
+      log.warn({ topic: message.topic, partition: message.partition, offset: message.offset }, 'unusable activity.deliveries message skipped')
+      return
+    }
+    if (v.webhook_id === undefined) return // stream-only subscription
+    await engine.accept({
+      delivery_id: v.delivery_id,
+      webhook_id: v.webhook_id,
+      app_id: v.app_id,
+      source: 'activity',
+      event_uuid: v.envelope.data.event_uuid,
+      body: JSON.stringify(v.envelope),
+      event_time: eventTime(v.created_at, message.timestamp)
+    })
+  }
+
+  const onEvent = async (message: BusMessage): Promise<void> => {
+    const v = message.value
+    if (!isActivityEvent(v)) {
+      log.warn({ topic: message.topic, partition: message.partition, offset: message.offset }, 'unusable activity.events message skipped')
+      return
+    }
+    await accountActivity.onEvent(v)
+  }
+
+  const consumers: Consumer[] = []
+  try {
+    consumers.push(await ctx.bus.subscribe({ groupId: DELIVERY_GROUP, topics: [TOPICS.activityDeliveries], handler: onDelivery }))
+    consumers.push(await ctx.bus.subscribe({ groupId: ACCOUNT_ACTIVITY_GROUP, topics: [TOPICS.activityEvents], handler: onEvent }))
+  } catch (err) {
+    await Promise.allSettled(consumers.map((c) => c.close()))
+    throw err
+  }
+
+  const retries = engine.startScheduler()
+  const crc = core.checker.startSchedule()
+  const housekeeping = new PollingWorker('webhooks-housekeeping', HOUSEKEEPING_MS, async () => {
+    for (const w of await core.registry.listAll()) await core.deliveryLog.trim(w.id)
+    await core.replay.sweepOrphans()
+  }, log)
+
+  // One worker closing in order: no new messages, then no new attempts or checks, then the in-flight ones finish.
+  const all: Worker = {
+    name: 'webhooks',
+    async close() {
+      await Promise.allSettled(consumers.map((c) => c.close()))
+      await Promise.allSettled([crc.close(), housekeeping.close()])
+      await retries.close()
+      await core.close()
+    }
+  }
+  return [all]
+}

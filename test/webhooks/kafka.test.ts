@@ -1,0 +1,49 @@
+import t from 'tap'
+import { RedisStore } from '../../services/common/store/redis'
+import { createLogger } from '../../services/common/logger'
+import { WebhookKeys } from '../../services/webhooks/keys'
+import { kafkaBus, startKafka, startRedis } from '../support/infra'
+import { collectDeadLetters, deliveryMessage, eventually, publishDeliveries, registerWebhook, startWebhooks } from './support'
+
+/**
+ * The distributed set-up: the bus on a real Kafka-protocol cluster (librdkafka's
+ * mock cluster, 3 brokers) and the state in a real Redis. The same delivery
+ * rules as in embedded mode, then a restart of the service with retries
+ * pending.
+ */
+t.test('deliveries, retries, dead letters and a restart with the bus on Kafka and the store on Redis', async (t) => {
+  const kafka = await startKafka(t)
+  const redis = await startRedis(t)
+  const env = { WEBHOOK_RETRY_SCHEDULE: '0,300ms,300ms' }
+  const open = () => RedisStore.connect(redis.url, createLogger('silent', 'redis-store'))
+
+  const rt1 = await startWebhooks(t, { bus: await kafkaBus(t, kafka, 'webhooks-kafka-1'), store: await open(), env, serviceName: 'webhooks' })
+  const deadLetters = await collectDeadLetters(t, rt1)
+  const { id, receiver, webhookId } = await registerWebhook(t, rt1)
+  receiver.onPost = (p) => ({ status: p.body.includes('always-fails') ? 500 : p.body.includes('fails-once') && receiver.posts.filter((q) => q.body === p.body).length === 1 ? 500 : 200 })
+
+  const plain = Array.from({ length: 5 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId, text: `plain ${i}` }))
+  const once = deliveryMessage({ appId: id.app.id, webhookId, text: 'fails-once' })
+  const dead = deliveryMessage({ appId: id.app.id, webhookId, text: 'always-fails' })
+  await publishDeliveries(rt1, [...plain, once, dead])
+
+  await eventually(() => receiver.accepted.length === 6, 30_000)
+  t.same(receiver.accepted.map((p) => p.body).sort(), [...plain, once].map((m) => JSON.stringify(m.envelope)).sort())
+  t.ok(receiver.posts.every((p) => p.signatureValid), 'every body verified by the receiver')
+  await eventually(() => deadLetters.length === 1, 30_000)
+  t.match(deadLetters[0], { delivery_id: dead.delivery_id, reason: 'exhausted', attempts: 3, last_status: 500 })
+
+  // Restart with retries pending: the next service process (new Kafka client, same Redis) makes them.
+  receiver.onPost = () => ({ status: 502 })
+  const pending = Array.from({ length: 3 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId, text: `pending ${i}` }))
+  const before = receiver.posts.length
+  await publishDeliveries(rt1, pending)
+  await eventually(() => receiver.posts.length === before + 3, 30_000)
+  await rt1.close()
+  receiver.onPost = () => ({ status: 200 })
+  const rt2 = await startWebhooks(t, { bus: await kafkaBus(t, kafka, 'webhooks-kafka-2'), store: await open(), env, serviceName: 'webhooks' })
+  await eventually(() => pending.every((m) => receiver.accepted.some((p) => p.body === JSON.stringify(m.envelope))), 30_000)
+  t.pass('every pending retry happened after the restart')
+  await eventually(async () => (await rt2.ctx.store.zcard(WebhookKeys.retries())) === 0, 10_000)
+  t.equal(receiver.accepted.filter((p) => p.body.includes('pending')).length, 3, 'each delivered once')
+})
