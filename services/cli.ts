@@ -10,6 +10,7 @@ import { parseArgs } from './cli/args'
 const GROUPS: Record<string, () => Promise<{ run: (argv: string[]) => Promise<number> }>> = {
   app: () => import('./cli/apps'),
   user: () => import('./cli/users'),
+  oauth2: () => import('./cli/oauth2'),
   webhooks: () => import('./cli/webhooks'),
   events: () => import('./cli/events'),
   topics: () => import('./cli/ops').then((m) => ({ run: m.runTopics })),
