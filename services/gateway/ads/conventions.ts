@@ -185,10 +185,11 @@ export class Params {
     if (Array.isArray(v) && v.every((x) => typeof x === 'string')) items = v as string[]
     else if (typeof v === 'string') items = v.split(',').map((s) => s.trim())
     else throw Ads.invalid(name, `Expected a comma-separated list for ${name}`)
-    if (items.length === 0 || items.some((i) => i === '')) {
+    if (items.every((i) => i === '')) {
       if (rule.required) throw Ads.missing(name)
-      throw Ads.invalid(name, `Empty item in ${name}`)
+      throw Ads.invalid(name, `Empty value for ${name}`)
     }
+    if (items.some((i) => i === '')) throw Ads.invalid(name, `Empty item in ${name}`)
     if (rule.max !== undefined && items.length > rule.max) throw Ads.invalid(name, `${name} accepts at most ${rule.max} items, got ${items.length}`)
     for (const item of items) {
       if (rule.itemPattern && !rule.itemPattern.test(item)) throw Ads.invalid(name, `Invalid value "${item.slice(0, 100)}" in ${name}`)

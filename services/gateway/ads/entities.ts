@@ -71,7 +71,9 @@ export class EntityRepo<T extends AdsEntity> {
       if (fields.id !== undefined) throw new AdsError(409, { code: 'DUPLICATE', message: `${this.entityType} ${fields.id} already exists` })
       return this.create(accountId, fields, actor)
     }
-    await this.ctx.store.zadd(this.indexKey(accountId), Date.now(), entity.id)
+    // A per-account sequence, not the clock: entities created in the same millisecond keep creation order.
+    const position = await this.ctx.store.incr(`ads:${this.kind}-seq:${accountId}`)
+    await this.ctx.store.zadd(this.indexKey(accountId), position, entity.id)
     await this.publish(accountId, 'CREATE', entity, undefined, actor)
     return entity
   }

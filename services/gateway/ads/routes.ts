@@ -4,6 +4,8 @@ import { registerAudienceRoutes } from './audiences/routes'
 import { registerCampaignRoutes } from './campaigns/routes'
 import { registerCatalogRoutes } from './catalog/routes'
 import { registerCreativeRoutes } from './creatives/routes'
+import { registerPromotedPostRoutes } from './promoted/routes'
+import { registerTargetingRoutes } from './targeting/routes'
 
 /** The advertising interface on {ads_url}: /12/... and /5/... (tailored audience permissions). */
 export async function registerAdsRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
@@ -11,4 +13,6 @@ export async function registerAdsRoutes(app: FastifyInstance, ctx: ServiceContex
   await registerCatalogRoutes(app, ctx)
   await registerAudienceRoutes(app, ctx)
   await registerCreativeRoutes(app, ctx)
+  await registerTargetingRoutes(app, ctx)
+  await registerPromotedPostRoutes(app, ctx)
 }
