@@ -1,0 +1,7 @@
+import { runMain } from '../common/main'
+import { activityService } from './service'
+
+runMain('activity', [activityService]).catch((err: unknown) => {
+  process.stderr.write(`activity: failed to start: ${(err as Error).stack ?? String(err)}\n`)
+  process.exit(1)
+})

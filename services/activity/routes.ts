@@ -1,0 +1,195 @@
+import type { FastifyInstance } from 'fastify'
+import { assertUserContextFor, type AuthRequirement } from '../common/auth/authenticate'
+import type { ServiceContext } from '../common/context'
+import { ProblemError, Problems, type InvalidRequestItem } from '../common/errors'
+import { acceptedEventTypeNames, normalizeDirection, normalizeEventType, supportsDirection } from './event-types'
+import { activityMetrics } from './metrics'
+import {
+  decodeCursor,
+  encodeCursor,
+  type Subscription,
+  type SubscriptionFilter,
+  SubscriptionLimitError,
+  SubscriptionStore,
+  toPublic
+} from './subscriptions'
+import { webhookOwnedBy } from './webhooks'
+
+/**
+ * `/2/activity/subscriptions*` (platform-facts §5). Authentication follows
+ * the public OpenAPI description: create and list accept app-only bearer and
+ * user context; update and delete take the app-only bearer. Subscriptions
+ * belong to the authenticated application.
+ */
+
+const SCHEMA = 'http/activity-subscriptions#/definitions'
+// OAuth 2.0 user tokens need tweet.read (issue 10); dm.* subscriptions also need dm.read, checked per request below.
+const ANY_AUTH: AuthRequirement = { schemes: ['bearer-app', 'oauth1-user', 'oauth2-user'], scopes: ['tweet.read'] }
+const APP_ONLY: AuthRequirement = { schemes: ['bearer-app'] }
+const MAX_BULK_IDS = 100
+const ID_PATTERN = /^[0-9]{1,19}$/
+
+interface CreateBody {
+  event_type: string
+  filter: { user_id: string; keyword?: string; direction?: string }
+  tag?: string
+  webhook_id?: string
+}
+
+interface UpdateBody {
+  tag?: string
+  webhook_id?: string
+}
+
+function appIdOf(request: { auth?: { app: { id: string } } }): string {
+  const id = request.auth?.app.id
+  // The auth hook runs before every handler below; no app means a misconfigured route.
+  if (id === undefined) throw Problems.generic(401, 'Unauthorized')
+  return id
+}
+
+function notFound(id: string): ProblemError {
+  return Problems.resourceNotFound('subscription_id', id, 'subscription', `Could not find subscription with subscription_id: [${id}].`)
+}
+
+export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
+  const subscriptions = new SubscriptionStore(ctx.store, ctx.config.subscriptionLimitPerApp)
+  const metrics = activityMetrics(ctx)
+
+  async function checkWebhook(appId: string, webhookId: string | undefined, problems: InvalidRequestItem[]): Promise<void> {
+    if (webhookId === undefined) return
+    if (!(await webhookOwnedBy(ctx.store, webhookId, appId))) {
+      problems.push({ message: `WebhookIdInvalid: webhook ${webhookId} does not exist for this application`, parameters: { webhook_id: [webhookId] } })
+    }
+  }
+
+  app.post('/2/activity/subscriptions', { config: { auth: ANY_AUTH }, schema: { body: { $ref: `${SCHEMA}/CreateRequest` } } }, async (request) => {
+    const appId = appIdOf(request)
+    const body = request.body as CreateBody
+    const problems: InvalidRequestItem[] = []
+    const eventType = normalizeEventType(body.event_type)
+    if (eventType === undefined) {
+      problems.push({ message: `The \`event_type\` field must be one of: ${acceptedEventTypeNames().join(', ')}`, parameters: { event_type: [body.event_type] } })
+    }
+    const filter: SubscriptionFilter = { user_id: body.filter.user_id }
+    if (body.filter.keyword !== undefined) {
+      if (body.filter.keyword.trim() === '') problems.push({ message: 'The `filter.keyword` field must contain a word', parameters: { 'filter.keyword': [body.filter.keyword] } })
+      else filter.keyword = body.filter.keyword
+    }
+    if (body.filter.direction !== undefined) {
+      const direction = normalizeDirection(body.filter.direction)
+      if (direction === undefined) {
+        problems.push({ message: 'The `filter.direction` field must be one of: sent, received (or outbound, inbound)', parameters: { 'filter.direction': [body.filter.direction] } })
+      } else if (eventType !== undefined && !supportsDirection(eventType)) {
+        problems.push({ message: `The \`filter.direction\` field applies only to direct-message events, not to ${eventType}`, parameters: { 'filter.direction': [body.filter.direction] } })
+      } else {
+        filter.direction = direction
+      }
+    }
+    await checkWebhook(appId, body.webhook_id, problems)
+    if (problems.length > 0 || eventType === undefined) throw Problems.invalidRequest(problems)
+    // Private events: only the user's own token, with the dm level (OAuth 1.0a) or dm.read (OAuth 2.0).
+    if (eventType.startsWith('dm.')) assertUserContextFor(request.auth, filter.user_id, { access: 'dm', scopes: ['dm.read'] }, 'filter.user_id')
+
+    let sub: Subscription
+    try {
+      sub = await subscriptions.create({
+        app_id: appId,
+        event_type: eventType,
+        filter,
+        ...(body.tag !== undefined ? { tag: body.tag } : {}),
+        ...(body.webhook_id !== undefined ? { webhook_id: body.webhook_id } : {})
+      })
+    } catch (err) {
+      if (err instanceof SubscriptionLimitError) {
+        throw Problems.invalidRequest([
+          { message: `SubscriptionLimitExceeded: this application already has the maximum of ${err.limit} subscriptions`, parameters: { event_type: [body.event_type] } }
+        ])
+      }
+      throw err
+    }
+    metrics.subscriptionChanges.inc({ action: 'create' })
+    const total = await subscriptions.count(appId)
+    return { data: { subscription: toPublic(sub), total_subscriptions_for_instance_id: total }, meta: { total_subscriptions: total } }
+  })
+
+  app.get('/2/activity/subscriptions', { config: { auth: ANY_AUTH }, schema: { querystring: { $ref: `${SCHEMA}/ListQuery` } } }, async (request) => {
+    const appId = appIdOf(request)
+    const query = request.query as { max_results?: number; pagination_token?: string }
+    const maxResults = query.max_results ?? 1000
+    let cursor: { score: number; id: string } | undefined
+    if (query.pagination_token !== undefined) {
+      cursor = decodeCursor(query.pagination_token)
+      if (!cursor) throw Problems.invalidParameter('pagination_token', query.pagination_token, 'The `pagination_token` query parameter value is not a token this endpoint returned')
+    }
+    const page = await subscriptions.list(appId, maxResults, cursor)
+    const meta: Record<string, unknown> = { result_count: page.items.length }
+    if (page.next) meta.next_token = encodeCursor(page.next)
+    return { data: page.items.map(toPublic), meta }
+  })
+
+  app.put('/2/activity/subscriptions/:subscription_id', {
+    config: { auth: APP_ONLY },
+    schema: { params: { $ref: `${SCHEMA}/IdParams` }, body: { $ref: `${SCHEMA}/UpdateRequest` } }
+  }, async (request) => {
+    const appId = appIdOf(request)
+    const { subscription_id: id } = request.params as { subscription_id: string }
+    const body = (request.body ?? {}) as UpdateBody
+    if (body.tag === undefined && body.webhook_id === undefined) {
+      throw Problems.invalidRequest([{ message: 'Nothing to update: give `tag` and/or `webhook_id` (the filter and event_type cannot change; create a new subscription instead).', parameters: { body: [] } }])
+    }
+    const sub = await subscriptions.getOwned(appId, id)
+    if (!sub) throw notFound(id)
+    const problems: InvalidRequestItem[] = []
+    await checkWebhook(appId, body.webhook_id, problems)
+    if (problems.length > 0) throw Problems.invalidRequest(problems)
+    const changes: UpdateBody = {}
+    if (body.tag !== undefined) changes.tag = body.tag
+    if (body.webhook_id !== undefined) changes.webhook_id = body.webhook_id
+    const updated = await subscriptions.update(sub, changes)
+    if (!updated) throw notFound(id)
+    metrics.subscriptionChanges.inc({ action: 'update' })
+    const total = await subscriptions.count(appId)
+    return { data: { subscription: toPublic(updated), total_subscriptions: total }, meta: { total_subscriptions: total } }
+  })
+
+  app.delete('/2/activity/subscriptions/:subscription_id', { config: { auth: APP_ONLY }, schema: { params: { $ref: `${SCHEMA}/IdParams` } } }, async (request) => {
+    const appId = appIdOf(request)
+    const { subscription_id: id } = request.params as { subscription_id: string }
+    const sub = await subscriptions.getOwned(appId, id)
+    if (!sub || (await subscriptions.delete([sub])).length === 0) throw notFound(id)
+    metrics.subscriptionChanges.inc({ action: 'delete' })
+    return { data: { deleted: true }, meta: { total_subscriptions: await subscriptions.count(appId) } }
+  })
+
+  app.delete('/2/activity/subscriptions', { config: { auth: APP_ONLY }, schema: { querystring: { $ref: `${SCHEMA}/BulkDeleteQuery` } } }, async (request) => {
+    const appId = appIdOf(request)
+    const { ids: raw } = request.query as { ids: string }
+    const ids = [...new Set(raw.split(',').map((s) => s.trim()).filter((s) => s !== ''))]
+    const bad = ids.filter((id) => !ID_PATTERN.test(id))
+    if (ids.length === 0 || ids.length > MAX_BULK_IDS) {
+      throw Problems.invalidParameter('ids', raw, `The \`ids\` query parameter must list 1 to ${MAX_BULK_IDS} subscription ids, comma-separated; it lists ${ids.length}`)
+    }
+    if (bad.length > 0) {
+      throw Problems.invalidRequest(bad.map((id) => ({ message: `The \`ids\` query parameter value [${id}] does not match ^[0-9]{1,19}$`, parameters: { ids: [id] } })))
+    }
+    const found: Subscription[] = []
+    const missing: string[] = []
+    for (const id of ids) {
+      const sub = await subscriptions.getOwned(appId, id)
+      if (sub) found.push(sub)
+      else missing.push(id)
+    }
+    const deleted = await subscriptions.delete(found)
+    const deletedIds = new Set(deleted.map((s) => s.subscription_id))
+    for (const sub of found) if (!deletedIds.has(sub.subscription_id)) missing.push(sub.subscription_id)
+    if (deleted.length === 0) {
+      const first = missing[0] as string
+      throw Problems.resourceNotFound('ids', first, 'subscription', `Could not find subscriptions with ids: [${missing.join(', ')}].`)
+    }
+    metrics.subscriptionChanges.inc({ action: 'delete' }, deleted.length)
+    const body: Record<string, unknown> = { data: { deleted: true }, meta: { total_subscriptions: await subscriptions.count(appId) } }
+    if (missing.length > 0) body.errors = missing.map((id) => notFound(id).body(ctx.config.problemBase))
+    return body
+  })
+}

@@ -1,0 +1,307 @@
+import { randomBytes } from 'node:crypto'
+import client from 'prom-client'
+import type { Delivery } from '../activity/deliveries'
+import { TOPICS } from '../common/bus/types'
+import type { BusMessage, Consumer } from '../common/bus/types'
+import type { ServiceContext } from '../common/context'
+import { problemBody, Problems, type DisconnectType } from '../common/errors'
+import { newUuid } from '../common/ids'
+import type { Worker } from '../common/service'
+import { RecentBuffer } from './backfill'
+import type { StreamConnection } from './connections'
+import { ConnectionRegistry, type Lease } from './registry'
+
+/**
+ * One stream node's state: its open connections by application, its recent
+ * buffer, and its consumer of `activity.deliveries` in a group of its own
+ * (`stream-<node id>`, starting at the end of the topic), so every node sees
+ * every delivery and serves the connections it holds.
+ *
+ * Writing never waits for a client. Each write is followed by a look at the
+ * connection's unsent bytes: a client still above STREAM_SLOW_READER_BYTES a
+ * moment later (SLOW_READER_GRACE_MS, time for a burst written in one turn of
+ * the event loop to drain) or at once above four times it gets the SlowReader
+ * line and is closed, so one stalled reader costs a bounded amount of memory
+ * and never delays the others.
+ */
+
+/** How long a closed connection may take to flush its last line before its socket is destroyed. */
+const CLOSE_GRACE_MS = 5000
+/** How long a client may stay above the slow-reader threshold before it is disconnected. */
+const SLOW_READER_GRACE_MS = 1000
+/** Above this multiple of the threshold a client is disconnected at once (memory bound). */
+const SLOW_READER_HARD_FACTOR = 4
+const WS_GOING_AWAY = 1001
+const WS_POLICY_VIOLATION = 1008
+
+export interface Admission {
+  connectionId: string
+  lease: Lease
+}
+
+interface StreamMetrics {
+  connections: client.Gauge<'transport'>
+  opened: client.Counter<'transport'>
+  refused: client.Counter<'reason'>
+  disconnects: client.Counter<'reason'>
+  received: client.Counter
+  sent: client.Counter<'kind'>
+  buffered: client.Gauge
+}
+
+export class StreamHub {
+  readonly nodeId = `stream-${randomBytes(6).toString('hex')}`
+  readonly registry: ConnectionRegistry
+  private readonly byApp = new Map<string, Set<StreamConnection>>()
+  private readonly leases = new Map<StreamConnection, Lease>()
+  private readonly overThreshold = new Set<StreamConnection>()
+  private readonly buffer: RecentBuffer
+  private readonly metrics: StreamMetrics
+  private timers: NodeJS.Timeout[] = []
+  private consumer: Consumer | undefined
+  private closingState = false
+
+  constructor(private readonly ctx: ServiceContext) {
+    const { config } = ctx
+    this.registry = new ConnectionRegistry(ctx.store, this.nodeId, config.streamConnectionsPerApp, config.streamRegistryTtlMs)
+    this.buffer = new RecentBuffer(config.streamBackfillMs, config.streamBackfillMaxEvents)
+    this.metrics = this.createMetrics()
+  }
+
+  get closing(): boolean {
+    return this.closingState
+  }
+
+  private createMetrics(): StreamMetrics {
+    const registers = [this.ctx.metrics]
+    // prom-client calls collect() with the metric as `this`: the state it reads is captured here.
+    const leases = this.leases
+    const buffer = this.buffer
+    return {
+      connections: new client.Gauge({
+        name: 'stream_connections',
+        help: 'Open activity stream connections on this node',
+        labelNames: ['transport'] as const,
+        registers,
+        collect() {
+          const counts = { http: 0, websocket: 0 }
+          for (const c of leases.keys()) counts[c.transport]++
+          this.set({ transport: 'http' }, counts.http)
+          this.set({ transport: 'websocket' }, counts.websocket)
+        }
+      }),
+      opened: new client.Counter({ name: 'stream_connections_opened_total', help: 'Stream connections accepted', labelNames: ['transport'] as const, registers }),
+      refused: new client.Counter({ name: 'stream_connections_refused_total', help: 'Stream connections refused (too many connections, shutting down)', labelNames: ['reason'] as const, registers }),
+      disconnects: new client.Counter({ name: 'stream_disconnects_total', help: 'Streams ended by the server (SlowReader, ForceDisconnect) or by the client', labelNames: ['reason'] as const, registers }),
+      received: new client.Counter({ name: 'stream_deliveries_received_total', help: 'Deliveries consumed from activity.deliveries by this node', registers }),
+      sent: new client.Counter({ name: 'stream_lines_sent_total', help: 'Lines written to stream clients', labelNames: ['kind'] as const, registers }),
+      buffered: new client.Gauge({
+        name: 'stream_backfill_buffer_events',
+        help: 'Deliveries held in this node\'s backfill buffer',
+        registers,
+        collect() {
+          this.set(buffer.size())
+        }
+      })
+    }
+  }
+
+  /** Live connections on this node (all applications). */
+  connectionCount(): number {
+    return this.leases.size
+  }
+
+  /**
+   * Reserves a place for a new connection of `appId`: the Problem the client
+   * gets when the node is shutting down or the app is at its limit.
+   */
+  async admit(appId: string): Promise<Admission> {
+    if (this.closingState) {
+      this.metrics.refused.inc({ reason: 'shutting-down' })
+      throw Problems.generic(503, 'This stream node is shutting down; reconnect.')
+    }
+    const connectionId = newUuid()
+    const lease = await this.registry.acquire(appId, connectionId)
+    if (!lease) {
+      this.metrics.refused.inc({ reason: 'too-many-connections' })
+      throw Problems.tooManyConnections(
+        `This application already has the maximum of ${this.ctx.config.streamConnectionsPerApp} stream connections; close one before opening another.`
+      )
+    }
+    return { connectionId, lease }
+  }
+
+  /** Gives back a place taken by `admit` that never became a connection (e.g. a failed upgrade). */
+  async abandon(admission: Admission): Promise<void> {
+    await this.registry.release(admission.lease).catch((err) => this.ctx.log.warn({ err }, 'stream registry release failed'))
+  }
+
+  /**
+   * Starts serving `conn`: the backfill first, then live deliveries. Both
+   * happen in the same turn of the event loop as the registration, so no
+   * delivery falls between them or arrives twice.
+   */
+  attach(conn: StreamConnection, lease: Lease, backfillMinutes: number): void {
+    this.leases.set(conn, lease)
+    this.metrics.opened.inc({ transport: conn.transport })
+    if (this.closingState) {
+      // Admitted just before shutdown began: it gets the same goodbye as the others.
+      void this.disconnect(conn, 'ForceDisconnect', 'This stream is being closed because the server is shutting down; reconnect.', WS_GOING_AWAY, 1000)
+      return
+    }
+    if (backfillMinutes > 0) {
+      for (const line of this.buffer.since(conn.appId, Date.now() - backfillMinutes * 60_000)) {
+        if (!this.deliver(conn, line)) break
+      }
+    }
+    if (this.leases.has(conn)) {
+      let set = this.byApp.get(conn.appId)
+      if (!set) {
+        set = new Set()
+        this.byApp.set(conn.appId, set)
+      }
+      set.add(conn)
+    }
+    void conn.done.then(() => {
+      if (this.leases.has(conn)) this.metrics.disconnects.inc({ reason: 'client' })
+      return this.detach(conn)
+    })
+  }
+
+  /** A delivery from the bus: kept for backfill and written to the app's open streams on this node. */
+  dispatch(delivery: Pick<Delivery, 'app_id' | 'envelope'>): void {
+    this.metrics.received.inc()
+    const line = JSON.stringify(delivery.envelope)
+    this.buffer.push(delivery.app_id, line)
+    const set = this.byApp.get(delivery.app_id)
+    if (!set) return
+    for (const conn of [...set]) this.deliver(conn, line)
+  }
+
+  /** Writes one event; false when the connection was closed as a slow reader. */
+  private deliver(conn: StreamConnection, line: string): boolean {
+    conn.send(line)
+    this.metrics.sent.inc({ kind: 'event' })
+    const threshold = this.ctx.config.streamSlowReaderBytes
+    const unsent = conn.unsentBytes()
+    if (unsent > threshold * SLOW_READER_HARD_FACTOR) {
+      this.slowReader(conn)
+      return false
+    }
+    if (unsent > threshold && !this.overThreshold.has(conn)) {
+      this.overThreshold.add(conn)
+      const timer = setTimeout(() => {
+        this.overThreshold.delete(conn)
+        if (this.leases.has(conn) && conn.unsentBytes() > threshold) this.slowReader(conn)
+      }, SLOW_READER_GRACE_MS)
+      timer.unref()
+    }
+    return true
+  }
+
+  private slowReader(conn: StreamConnection): void {
+    void this.disconnect(conn, 'SlowReader', 'This stream consumer is not reading fast enough; its buffer exceeded the limit.', WS_POLICY_VIOLATION)
+  }
+
+  private errorsLine(type: DisconnectType, detail: string): string {
+    return JSON.stringify({ errors: [problemBody(this.ctx.config.problemBase, 'operational-disconnect', detail, undefined, { disconnect_type: type })] })
+  }
+
+  private disconnect(conn: StreamConnection, type: DisconnectType, detail: string, closeCode: number, graceMs = CLOSE_GRACE_MS): Promise<void> {
+    if (!this.leases.has(conn)) return Promise.resolve()
+    this.metrics.disconnects.inc({ reason: type })
+    const released = this.detach(conn)
+    conn.closeWith(this.errorsLine(type, detail), graceMs, closeCode)
+    return released
+  }
+
+  /** Stops serving `conn` and gives its place back in the shared registry. */
+  private detach(conn: StreamConnection): Promise<void> {
+    const lease = this.leases.get(conn)
+    if (!lease) return Promise.resolve()
+    this.leases.delete(conn)
+    const set = this.byApp.get(conn.appId)
+    set?.delete(conn)
+    if (set && set.size === 0) this.byApp.delete(conn.appId)
+    return this.registry.release(lease).catch((err) => this.ctx.log.warn({ err }, 'stream registry release failed'))
+  }
+
+  /** Bare keep-alives on streams idle for most of STREAM_KEEPALIVE (the sweep runs every quarter of it). */
+  private sweepKeepAlives(): void {
+    const interval = this.ctx.config.streamKeepAliveMs
+    const idleAfter = interval - Math.floor(interval / 4)
+    const now = Date.now()
+    for (const conn of this.leases.keys()) {
+      if (now - conn.lastWriteAt >= idleAfter) {
+        conn.keepAlive()
+        this.metrics.sent.inc({ kind: 'keep-alive' })
+      }
+    }
+  }
+
+  private async renewLeases(): Promise<void> {
+    const snapshot = [...this.leases.entries()]
+    await this.registry.renew(snapshot.map(([, lease]) => lease))
+    // A connection that ended while the renewal was in flight must not be re-registered by it.
+    for (const [conn, lease] of snapshot) if (!this.leases.has(conn)) await this.registry.release(lease)
+  }
+
+  async start(): Promise<Worker> {
+    const { config, log } = this.ctx
+    const every = (ms: number, fn: () => void | Promise<void>): void => {
+      const timer = setInterval(() => {
+        void Promise.resolve()
+          .then(fn)
+          .catch((err) => log.warn({ err }, 'stream timer failed'))
+      }, Math.max(10, ms))
+      timer.unref()
+      this.timers.push(timer)
+    }
+    every(Math.floor(config.streamKeepAliveMs / 4), () => this.sweepKeepAlives())
+    every(Math.floor(config.streamRegistryTtlMs / 3), () => this.renewLeases())
+    every(Math.min(10_000, Math.max(1000, Math.floor(config.streamBackfillMs / 10))), () => this.buffer.trim())
+
+    this.consumer = await this.ctx.bus.subscribe({
+      groupId: this.nodeId,
+      topics: [TOPICS.activityDeliveries],
+      fromBeginning: false,
+      handler: async (message: BusMessage) => {
+        const delivery = message.value as Partial<Delivery> | undefined
+        if (typeof delivery?.app_id !== 'string' || typeof delivery.envelope !== 'object' || delivery.envelope === null) {
+          // Producers validate deliveries; one that still lacks its parts cannot be streamed, and retrying will not change it.
+          log.warn({ partition: message.partition, offset: message.offset }, 'skipping a delivery without app_id or envelope')
+          return
+        }
+        // The stream only forwards: whatever happens to one client, the delivery is done for this node.
+        this.dispatch(delivery as Delivery)
+      }
+    })
+    return { name: 'stream-deliveries', close: () => this.stop() }
+  }
+
+  private async stop(): Promise<void> {
+    for (const t of this.timers) clearInterval(t)
+    this.timers = []
+    await this.consumer?.close()
+    this.consumer = undefined
+  }
+
+  /**
+   * Shutdown: no new connections; every open stream gets the ForceDisconnect
+   * line and is closed. Resolves when all are closed, or after the grace time
+   * (clients that do not read are destroyed then).
+   */
+  async forceDisconnectAll(): Promise<void> {
+    this.closingState = true
+    const grace = Math.min(CLOSE_GRACE_MS, Math.max(100, Math.floor(this.ctx.config.shutdownGraceMs / 2)))
+    const conns = [...this.leases.keys()]
+    const released = conns.map((conn) =>
+      this.disconnect(conn, 'ForceDisconnect', 'This stream is being closed because the server is shutting down; reconnect.', WS_GOING_AWAY, grace)
+    )
+    await Promise.all(released)
+    const all = Promise.all(conns.map((c) => c.done))
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([all, new Promise<void>((resolve) => (timer = setTimeout(resolve, grace + 100)))])
+    if (timer) clearTimeout(timer)
+  }
+}
