@@ -1,10 +1,7 @@
-import fs from 'node:fs'
 import http from 'node:http'
-import path from 'node:path'
-import Ajv, { type ValidateFunction } from 'ajv'
-import addFormats from 'ajv-formats'
 import WebSocket from 'ws'
 import type { EventType } from '../../services/activity/event-types'
+import { openApiValidators } from '../support/openapi'
 import { bearerRequest, eventually, oauth1Request, type TestIdentity, type TestResponse } from '../helper'
 
 /**
@@ -203,43 +200,26 @@ export function openWsStream(baseUrl: string, bearer: string, query: Record<stri
 
 // ---------------------------------------------------------------- OpenAPI validation
 
-export const OPENAPI_FILE = path.resolve(__dirname, '..', '..', 'schemas', 'platform', 'openapi-2.166-subset.json')
-
-let ajv: Ajv | undefined
-
 /**
  * Validators of the public OpenAPI component schemas. Two documented
  * deviations where service-spec.md or the situation wins: filter.direction is
  * stored and returned as the spec spells it (sent/received), and a missing
  * subscription is reported with resource_type "subscription".
  */
-export function openApiValidator(name: string): ValidateFunction {
-  if (!ajv) {
-    const doc = JSON.parse(fs.readFileSync(OPENAPI_FILE, 'utf8')) as { components: { schemas: Record<string, Record<string, unknown>> } }
-    const schemas = doc.components.schemas
-    const filter = schemas.ActivitySubscriptionFilter as { properties: { direction: { enum: string[] } } }
-    filter.properties.direction.enum = ['sent', 'received']
-    const notFound = schemas.ResourceNotFoundProblem as { allOf: Array<{ properties?: { resource_type?: { enum: string[] } } }> }
-    notFound.allOf[1]?.properties?.resource_type?.enum.push('subscription')
-    // The streaming payload is a oneOf that several kinds satisfy at once; the envelope is checked with the
-    // payload left open, and the payload against its kind's schema (OPENAPI_PAYLOADS).
-    const envelope = JSON.parse(JSON.stringify(schemas.ActivityStreamingResponse)) as { properties: { data: { properties: Record<string, unknown> } } }
-    envelope.properties.data.properties.payload = { type: 'object' }
-    schemas.ActivityStreamingEnvelope = envelope as unknown as Record<string, unknown>
-    ajv = new Ajv({ strict: false, allErrors: true })
-    addFormats(ajv)
-    for (const f of ['int32', 'int64', 'binary']) ajv.addFormat(f, true)
-    ajv.addSchema({ $id: 'openapi', components: doc.components })
-  }
-  const v = ajv.getSchema(`openapi#/components/schemas/${name}`)
-  if (!v) throw new Error(`no OpenAPI schema ${name}`)
-  return v
-}
+const openApi = openApiValidators((schemas) => {
+  const filter = schemas.ActivitySubscriptionFilter as { properties: { direction: { enum: string[] } } }
+  filter.properties.direction.enum = ['sent', 'received']
+  const notFound = schemas.ResourceNotFoundProblem as { allOf: Array<{ properties?: { resource_type?: { enum: string[] } } }> }
+  notFound.allOf[1]?.properties?.resource_type?.enum.push('subscription')
+  // The streaming payload is a oneOf that several kinds satisfy at once; the envelope is checked with the
+  // payload left open, and the payload against its kind's schema (OPENAPI_PAYLOADS).
+  const envelope = JSON.parse(JSON.stringify(schemas.ActivityStreamingResponse)) as { properties: { data: { properties: Record<string, unknown> } } }
+  envelope.properties.data.properties.payload = { type: 'object' }
+  schemas.ActivityStreamingEnvelope = envelope as unknown as Record<string, unknown>
+})
 
-export function openApiErrors(name: string, value: unknown): string | undefined {
-  const v = openApiValidator(name)
-  return v(value) ? undefined : ajv?.errorsText(v.errors)
-}
+export const openApiValidator = openApi.validator
+export const openApiErrors = openApi.errors
 
 /** The OpenAPI payload schema of an event kind (its streaming discriminator), where the description has one. */
 export const OPENAPI_PAYLOADS: Partial<Record<EventType, string>> = {

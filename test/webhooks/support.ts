@@ -1,14 +1,11 @@
-import fs from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import path from 'node:path'
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
-import Ajv, { type ValidateFunction } from 'ajv'
-import addFormats from 'ajv-formats'
 import type { Test } from 'tap'
 import { TOPICS } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
 import { webhooksService } from '../../services/webhooks/service'
+import { openApiValidators } from '../support/openapi'
 import { bearerRequest, createIdentity, eventually, startTestRuntime, type StartOptions, type TestIdentity } from '../helper'
 
 /**
@@ -273,30 +270,10 @@ export { eventually }
 
 // ---------------------------------------------------------------- OpenAPI
 
-export const OPENAPI_FILE = path.resolve(__dirname, '..', '..', 'schemas', 'platform', 'openapi-2.166-subset.json')
+const validators = openApiValidators()
 
-let ajv: Ajv | undefined
-
-/**
- * Validators of the public OpenAPI (3.0) component schemas, compiled with ajv.
- * The document's `discriminator` and number formats are not JSON Schema:
- * the formats are declared, the discriminator is ignored (strict off).
- */
-export function openApi(name: string): ValidateFunction {
-  if (!ajv) {
-    const doc = JSON.parse(fs.readFileSync(OPENAPI_FILE, 'utf8')) as { components: Record<string, unknown> }
-    ajv = new Ajv({ strict: false, allErrors: true })
-    addFormats(ajv)
-    for (const f of ['int32', 'int64', 'binary']) ajv.addFormat(f, true)
-    ajv.addSchema({ $id: 'openapi', components: doc.components })
-  }
-  const v = ajv.getSchema(`openapi#/components/schemas/${name}`)
-  if (!v) throw new Error(`no OpenAPI schema ${name}`)
-  return v
-}
+/** Validator of a public OpenAPI component schema. */
+export const openApi = validators.validator
 
 /** undefined when `value` matches the component schema, else ajv's description of why not. */
-export function openApiErrors(name: string, value: unknown): string | undefined {
-  const v = openApi(name)
-  return v(value) ? undefined : (ajv as Ajv).errorsText(v.errors)
-}
+export const openApiErrors = validators.errors
