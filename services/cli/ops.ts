@@ -1,7 +1,216 @@
-// Placeholder: the topics and lag commands are being written in this change set.
-export async function runTopics(_argv: string[]): Promise<number> {
-  return 2
+import fs from 'node:fs'
+import path from 'node:path'
+import { Kafka, logLevel, type Admin } from 'kafkajs'
+import type { LagReport } from '../common/admin-bus'
+import { fetchGroupOffsets, listGroups } from '../common/bus/kafka'
+import { loadTopics, projectRoot, type TopicSpec } from '../common/bus/topics'
+import type { GroupOffsets } from '../common/bus/types'
+import { flag, parseArgs } from './args'
+import { operatorClient } from './client'
+
+/**
+ * `make topics` and `make lag`.
+ *
+ * topics [--create] [--json]: the topics of deploy/topics.json with their
+ * partitions, retention and key; with KAFKA_BROKERS, also whether each exists
+ * on the cluster with that many partitions, and with --create the missing
+ * ones are created (a real Kafka; the mock cluster of `make up` already has
+ * them from its launcher).
+ *
+ * lag [--group a,b] [--json]: committed offset, end and lag per group and
+ * partition. With KAFKA_BROKERS: straight from Kafka (every group the
+ * cluster lists, or --group). Otherwise from the running system's operator
+ * API: each service process of `make up` (RUN_DIR/state.json) reports the
+ * groups it consumes with; the embedded runtime (GATEWAY_URL) reports all.
+ */
+
+/** Where a command writes, and the environment it reads (tests pass their own). */
+export interface CommandIo {
+  out(line?: string): void
+  err(line: string): void
+  env: NodeJS.ProcessEnv
 }
-export async function runLag(_argv: string[]): Promise<number> {
-  return 2
+
+const processIo: CommandIo = {
+  out: (line = '') => void process.stdout.write(`${line}\n`),
+  err: (line) => void process.stderr.write(`${line}\n`),
+  env: process.env
+}
+
+function table(io: CommandIo, rows: string[][]): void {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? []
+  for (const r of rows) io.out(r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd())
+}
+
+function duration(ms: number): string {
+  if (ms % 86_400_000 === 0) return `${ms / 86_400_000} d`
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`
+  return `${Math.round(ms / 60_000)} min`
+}
+
+/** --brokers, else KAFKA_BROKERS, else (for `topics`) the cluster of a running `make up`. */
+function brokersFrom(io: CommandIo, args: ReturnType<typeof parseArgs>, useLocal: boolean): string[] {
+  const raw = flag(args, 'brokers') ?? io.env.KAFKA_BROKERS ?? ''
+  const listed = raw.split(',').map((b) => b.trim()).filter((b) => b !== '')
+  if (listed.length > 0 || !useLocal) return listed
+  return localState(io)?.kafkaBrokers ?? []
+}
+
+async function withAdmin<T>(brokers: string[], fn: (admin: Admin) => Promise<T>): Promise<T> {
+  const kafka = new Kafka({ brokers, clientId: 'gateway-cli', logLevel: logLevel.NOTHING, connectionTimeout: 3000, retry: { retries: 3, initialRetryTime: 200 } })
+  const admin = kafka.admin()
+  try {
+    await admin.connect()
+  } catch (err) {
+    throw new Error(`cannot reach Kafka at ${brokers.join(',')}: ${(err as Error).message}`, { cause: err })
+  }
+  try {
+    return await fn(admin)
+  } finally {
+    await admin.disconnect().catch(() => undefined)
+  }
+}
+
+// ------------------------------------------------------------------ topics
+
+interface TopicRow extends TopicSpec {
+  onCluster?: number | 'missing'
+}
+
+export async function runTopics(argv: string[], io: CommandIo = processIo): Promise<number> {
+  const args = parseArgs(argv)
+  const { topics, replicationFactor } = loadTopics()
+  const brokers = brokersFrom(io, args, true)
+  const rows: TopicRow[] = topics.map((t) => ({ ...t }))
+  let created: string[] = []
+  if (brokers.length > 0) {
+    const outcome = await withAdmin(brokers, async (admin) => {
+      const existing = new Map((await admin.fetchTopicMetadata({ topics: [] })).topics.map((t) => [t.name, t.partitions.length]))
+      for (const r of rows) r.onCluster = existing.get(r.name) ?? 'missing'
+      const missing = rows.filter((r) => r.onCluster === 'missing')
+      if (!args.flags.create || missing.length === 0) return 0
+      const clusterBrokers = (await admin.describeCluster()).brokers.length
+      try {
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: missing.map((r) => ({
+            topic: r.name,
+            numPartitions: r.partitions,
+            replicationFactor: Math.min(replicationFactor, clusterBrokers),
+            configEntries: [{ name: 'retention.ms', value: String(r.retentionMs) }]
+          }))
+        })
+      } catch (err) {
+        io.err(`cannot create ${missing.map((r) => r.name).join(', ')}: ${(err as Error).message}`)
+        return 1
+      }
+      created = missing.map((r) => r.name)
+      for (const r of missing) r.onCluster = r.partitions
+      return 0
+    })
+    if (outcome !== 0) return outcome
+  }
+  if (args.flags.json) {
+    io.out(JSON.stringify({ topics: rows, created }, null, 2))
+  } else {
+    const head = ['topic', 'partitions', 'retention', 'key', ...(brokers.length > 0 ? ['on cluster'] : [])]
+    table(io, [
+      head,
+      ...rows.map((r) => [
+        r.name,
+        String(r.partitions),
+        duration(r.retentionMs),
+        r.key,
+        ...(brokers.length > 0 ? [r.onCluster === 'missing' ? 'MISSING' : r.onCluster === r.partitions ? `yes${created.includes(r.name) ? ' (created)' : ''}` : `${r.onCluster} partitions (expected ${r.partitions})`] : [])
+      ])
+    ])
+    if (brokers.length === 0) io.out('\n(no KAFKA_BROKERS: the embedded in-memory bus creates each topic on first use with BUS_PARTITIONS partitions)')
+  }
+  const problems = rows.filter((r) => r.onCluster !== undefined && r.onCluster !== r.partitions)
+  if (problems.length > 0 && !args.flags.json) io.out(`\n${problems.length} topic(s) missing or mis-sized${args.flags.create ? '' : ': `topics --create` creates missing ones'}`)
+  return problems.length > 0 ? 1 : 0
+}
+
+// ------------------------------------------------------------------ lag
+
+interface LocalState {
+  kafkaBrokers?: string[]
+  processes: Array<{ name: string; kind: string; pid: number; port?: number }>
+}
+
+function localState(io: CommandIo): LocalState | undefined {
+  const file = path.join(path.resolve(io.env.RUN_DIR ?? path.join(projectRoot(), '.run')), 'state.json')
+  if (!fs.existsSync(file)) return undefined
+  return JSON.parse(fs.readFileSync(file, 'utf8')) as LocalState
+}
+
+function merge(reports: GroupOffsets[][]): GroupOffsets[] {
+  const byKey = new Map<string, GroupOffsets>()
+  for (const list of reports) for (const g of list) byKey.set(`${g.group}\u0000${g.topic}\u0000${g.partition}`, g)
+  return [...byKey.values()].sort((a, b) => a.group.localeCompare(b.group) || a.topic.localeCompare(b.topic) || a.partition - b.partition)
+}
+
+async function lagFromServices(io: CommandIo, groups: string[] | undefined): Promise<{ offsets: GroupOffsets[]; source: string }> {
+  const query = groups ? `?group=${encodeURIComponent(groups.join(','))}` : ''
+  const state = io.env.GATEWAY_URL === undefined ? localState(io) : undefined
+  if (state) {
+    const services = state.processes.filter((p) => p.kind === 'service' && p.port !== undefined)
+    const reports = await Promise.all(
+      services.map(async (p) => {
+        try {
+          return (await operatorClient({ ...io.env, GATEWAY_URL: `http://127.0.0.1:${p.port}` }).call<LagReport>('GET', `/admin/bus/lag${query}`)).groups
+        } catch (err) {
+          io.err(`${p.name}: ${(err as Error).message}`)
+          return []
+        }
+      })
+    )
+    return { offsets: merge(reports), source: `${services.length} service processes of make up` }
+  }
+  const client = operatorClient(io.env)
+  const report = await client.call<LagReport>('GET', `/admin/bus/lag${query}`)
+  return { offsets: report.groups, source: `${client.baseUrl} (${report.bus} bus)` }
+}
+
+export async function runLag(argv: string[], io: CommandIo = processIo): Promise<number> {
+  const args = parseArgs(argv)
+  const groupFlag = flag(args, 'group')
+  const groups = groupFlag?.split(',').map((g) => g.trim()).filter((g) => g !== '')
+  const brokers = brokersFrom(io, args, false)
+  let result: { offsets: GroupOffsets[]; source: string } | undefined
+  if (brokers.length > 0) {
+    result = await withAdmin(brokers, async (admin) => {
+      const names = groups ?? (await listGroups(admin))
+      if (names === undefined) return undefined
+      return { offsets: await fetchGroupOffsets(admin, names), source: `Kafka at ${brokers.join(',')}` }
+    })
+    if (result === undefined) {
+      // The mock cluster cannot list groups: the services of `make up` know theirs.
+      if (localState(io) === undefined) {
+        io.err('this Kafka cannot list consumer groups (ListGroups unsupported): name them with --group a,b')
+        return 2
+      }
+      result = await lagFromServices(io, undefined)
+    }
+  } else {
+    result = await lagFromServices(io, groups)
+  }
+  if (args.flags.json) {
+    io.out(JSON.stringify({ source: result.source, groups: result.offsets }, null, 2))
+    return 0
+  }
+  io.out(`consumer lag (${result.source})`)
+  if (result.offsets.length === 0) {
+    io.out('no consumer groups')
+    return 0
+  }
+  table(io, [
+    ['group', 'topic', 'partition', 'committed', 'end', 'lag'],
+    ...result.offsets.map((g) => [g.group, g.topic, String(g.partition), g.committed < 0 ? '-' : String(g.committed), String(g.end), String(g.lag)])
+  ])
+  const totals = new Map<string, number>()
+  for (const g of result.offsets) totals.set(g.group, (totals.get(g.group) ?? 0) + g.lag)
+  io.out()
+  for (const [group, lag] of totals) io.out(`${group}: ${lag} message(s) behind`)
+  return 0
 }

@@ -39,7 +39,13 @@ export interface ContextOptions {
 export async function createBus(config: Config, clientId: string, log: Logger): Promise<Bus> {
   if (config.kafkaBrokers.length === 0) return new MemoryBus(config.busPartitions, log)
   const { KafkaBus } = await import('./bus/kafka')
-  return KafkaBus.connect({ brokers: config.kafkaBrokers, clientId: `${config.kafkaClientId}-${clientId}`, log })
+  return KafkaBus.connect({
+    brokers: config.kafkaBrokers,
+    clientId: `${config.kafkaClientId}-${clientId}`,
+    log,
+    sessionTimeoutMs: config.kafkaSessionTimeoutMs,
+    heartbeatIntervalMs: Math.max(100, Math.floor(config.kafkaSessionTimeoutMs / 10))
+  })
 }
 
 export async function createStore(config: Config, log: Logger): Promise<Store> {

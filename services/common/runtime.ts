@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { baseUrl as configuredBase, type Config } from './config'
 import type { ServiceContext } from './context'
+import { busLagRoutes } from './admin-bus'
 import { buildServer } from './http'
 import type { ServiceDefinition, Worker } from './service'
 
@@ -39,6 +40,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const { config } = ctx
   const app = await buildServer(ctx, { publicUrl: config.publicUrl })
   for (const s of services) if (s.routes) await app.register(async (instance) => s.routes?.(instance, ctx))
+  await app.register(async (instance) => busLagRoutes(instance, ctx))
 
   const wantsSandbox = options.sandbox ?? services.some((s) => s.sandboxRoutes)
   let sandbox: FastifyInstance | undefined

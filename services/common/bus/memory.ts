@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { partitionFor } from './partitioner'
-import type { Bus, BusMessage, Consumer, Headers, OutgoingMessage, SubscribeOptions } from './types'
+import type { Bus, BusMessage, Consumer, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
 
 /**
  * In-process bus with Kafka's semantics (partitions by key, consumer groups
@@ -25,7 +25,7 @@ interface Group {
 const RETRY_MIN_MS = 50
 const RETRY_MAX_MS = 5000
 
-export class MemoryBus implements Bus {
+export class MemoryBus implements Bus, LagSource {
   readonly kind = 'memory' as const
   private topics = new Map<string, Partition[]>()
   private groups = new Map<string, Group>()
@@ -177,6 +177,23 @@ export class MemoryBus implements Bus {
     return lag
   }
 
+  /** Committed offset, end and lag of every group (or of `groups`) on every partition it reads. */
+  async groupOffsets(groups?: string[]): Promise<GroupOffsets[]> {
+    const out: GroupOffsets[] = []
+    for (const g of this.groups.values()) {
+      if (groups && !groups.includes(g.id)) continue
+      for (const [k, committed] of g.committed) {
+        const i = k.lastIndexOf(':')
+        const topic = k.slice(0, i)
+        const partition = Number(k.slice(i + 1))
+        const part = this.topic(topic)[partition] as Partition
+        const end = part.base + part.messages.length
+        out.push({ group: g.id, topic, partition, committed, end, lag: Math.max(0, end - committed) })
+      }
+    }
+    return out.sort((a, b) => a.group.localeCompare(b.group) || a.topic.localeCompare(b.topic) || a.partition - b.partition)
+  }
+
   async close(): Promise<void> {
     if (this.closed) return
     const members = [...this.groups.values()].flatMap((g) => g.members)
@@ -243,7 +260,14 @@ class MemoryConsumer implements Consumer {
         if (!this.bus.commit(this.group, state.generation, topic, partition, Number(message.offset) + 1)) return
       } catch (err) {
         this.log?.warn({ err, topic, partition, offset: message.offset, group: this.group.id }, 'handler failed; message will be redelivered')
-        await new Promise((r) => setTimeout(r, delay))
+        // The backoff ends early when the consumer closes or loses the partition.
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delay)
+          state.wake = () => {
+            clearTimeout(timer)
+            resolve()
+          }
+        })
         delay = Math.min(delay * 2, RETRY_MAX_MS)
       }
     }

@@ -54,6 +54,23 @@ export interface Bus {
   close(): Promise<void>
 }
 
+/** A consumer group's position on one partition (operator view: `make lag`). */
+export interface GroupOffsets {
+  group: string
+  topic: string
+  partition: number
+  /** Next offset the group reads; -1 when it never committed. */
+  committed: number
+  /** The partition's end offset (high watermark). */
+  end: number
+  lag: number
+}
+
+/** Both buses report their consumer groups' offsets (services/common/admin-bus.ts). */
+export interface LagSource {
+  groupOffsets(groups?: string[]): Promise<GroupOffsets[]>
+}
+
 /** Every topic of the system (deploy/topics.json has their partitions and retention). */
 export const TOPICS = {
   activityEvents: 'activity.events',

@@ -76,6 +76,16 @@ type JournalRecord = StoreOp | { op: 'expireAt'; key: string; at: number } | { o
 
 const COMPACT_MIN_RECORDS = 50_000
 
+/** The value type each collection op works on. */
+const OP_TYPES: Record<'hset' | 'hdel' | 'sadd' | 'srem' | 'zadd' | 'zrem', Value['t']> = {
+  hset: 'hash',
+  hdel: 'hash',
+  sadd: 'set',
+  srem: 'set',
+  zadd: 'zset',
+  zrem: 'zset'
+}
+
 export class MemoryStore implements Store {
   readonly kind = 'memory' as const
   private data = new Map<string, Entry>()
@@ -182,6 +192,7 @@ export class MemoryStore implements Store {
   // ------------------------------------------------------------ primitives
 
   private live(key: string): Entry | undefined {
+    this.assertOpen()
     const e = this.data.get(key)
     if (e === undefined) return undefined
     if (e.expiresAt !== undefined && e.expiresAt <= Date.now()) {
@@ -291,9 +302,52 @@ export class MemoryStore implements Store {
     }
   }
 
+  /**
+   * Refuses a write list that would fail part-way (an op on a key of another
+   * type, an increment of a non-number) before anything is applied, so a
+   * batch is all or nothing and memory never diverges from the journal.
+   * Same rule as RedisStore's batch script.
+   */
+  private validate(ops: StoreOp[]): void {
+    const simulated = new Map<string, { t: Value['t'] | 'none'; v?: string }>()
+    const current = (key: string): { t: Value['t'] | 'none'; v?: string } => {
+      const known = simulated.get(key)
+      if (known) return known
+      const e = this.live(key)
+      if (!e) return { t: 'none' }
+      return e.value.t === 'str' ? { t: 'str', v: e.value.v } : { t: e.value.t }
+    }
+    for (const op of ops) {
+      const cur = current(op.key)
+      switch (op.op) {
+        case 'set':
+          simulated.set(op.key, { t: 'str', v: op.value })
+          break
+        case 'del':
+          simulated.set(op.key, { t: 'none' })
+          break
+        case 'pexpire':
+          break
+        case 'incr': {
+          if (cur.t !== 'none' && cur.t !== 'str') throw new Error(`WRONGTYPE key ${op.key} holds a ${cur.t}, not a str`)
+          const n = cur.t === 'none' ? 0 : Number(cur.v)
+          if (!Number.isFinite(n) || (cur.t === 'str' && cur.v?.trim() === '')) throw new Error(`ERR value of ${op.key} is not an integer`)
+          simulated.set(op.key, { t: 'str', v: String(n + op.by) })
+          break
+        }
+        default: {
+          const need = OP_TYPES[op.op]
+          if (cur.t !== 'none' && cur.t !== need) throw new Error(`WRONGTYPE key ${op.key} holds a ${cur.t}, not a ${need}`)
+          if (op.op === 'hset' || op.op === 'sadd' || op.op === 'zadd') simulated.set(op.key, { t: need })
+        }
+      }
+    }
+  }
+
   /** Applies and journals writes; relative TTLs are journaled as absolute times. */
   private write(ops: StoreOp[]): number[] {
     this.assertOpen()
+    this.validate(ops)
     const results = ops.map((op) => this.applyRecord(op))
     const records: JournalRecord[] = []
     for (const op of ops) {
@@ -401,7 +455,10 @@ export class MemoryStore implements Store {
   }
 
   async hincr(key: string, field: string, by = 1): Promise<number> {
-    const current = Number((await this.hget(key, field)) ?? '0')
+    // Read and write in one synchronous step: no other call can interleave.
+    const raw = this.typed(key, 'hash', false)?.v.get(field) ?? '0'
+    const current = Number(raw)
+    if (!Number.isFinite(current) || raw.trim() === '') throw new Error(`ERR hash value of ${key} ${field} is not a number`)
     const next = current + by
     this.write([{ op: 'hset', key, fields: { [field]: String(next) } }])
     return next
@@ -474,7 +531,15 @@ export class MemoryStore implements Store {
   }
 
   async zpopByScore(key: string, max: number, limit: number): Promise<ScoredMember[]> {
-    const due = await this.zrangeByScore(key, Number.NEGATIVE_INFINITY, max, { limit })
+    if (limit <= 0) return []
+    // Range and removal in one synchronous step, so concurrent pollers never share a member.
+    const z = this.typed(key, 'zset', false)
+    if (!z) return []
+    const due: ScoredMember[] = []
+    for (const m of z.v.all()) {
+      if (m.score > max || due.length >= limit) break
+      due.push({ ...m })
+    }
     if (due.length > 0) this.write([{ op: 'zrem', key, members: due.map((m) => m.member) }])
     return due
   }

@@ -1,0 +1,264 @@
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import { loadTopics, projectRoot } from '../services/common/bus/topics'
+
+/**
+ * Local Redis and Kafka-protocol cluster for tests (test/support/infra.ts)
+ * and for `make up` (scripts/up.ts). The Kafka side is librdkafka's mock
+ * cluster behind a small C launcher kept in test/support/mock-cluster.c and
+ * compiled here with gcc on first use (or when the source is newer).
+ */
+
+export interface Launched {
+  child: ChildProcess
+  /** Resolves with the exit code (or signal name) once the process is gone. */
+  exited: Promise<number | string>
+}
+
+function watchExit(child: ChildProcess): Promise<number | string> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve(child.exitCode)
+    if (child.signalCode !== null) return resolve(child.signalCode)
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown'))
+  })
+}
+
+const SETPRIV = '/usr/bin/setpriv'
+
+/**
+ * Spawns `command`; with `tied`, the kernel sends it SIGTERM when this
+ * process dies for any reason, even SIGKILL (setpriv --pdeathsig), so no
+ * test can leave a Redis behind.
+ */
+export function launch(command: string, args: string[], options: { tied: boolean; stdio?: Array<'pipe' | 'ignore' | number>; cwd?: string }): Launched {
+  const stdio = options.stdio ?? ['ignore', 'pipe', 'pipe']
+  const useSetpriv = options.tied && process.platform === 'linux' && fs.existsSync(SETPRIV)
+  const child = useSetpriv
+    ? spawn(SETPRIV, ['--pdeathsig', 'TERM', '--', command, ...args], { stdio, cwd: options.cwd, detached: false })
+    : spawn(command, args, { stdio, cwd: options.cwd, detached: !options.tied })
+  return { child, exited: watchExit(child) }
+}
+
+/** A port the kernel reports free on 127.0.0.1 (bind-then-release; callers retry on a lost race). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.unref()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      const port = typeof address === 'object' && address ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms))
+}
+
+// ------------------------------------------------------------------ Redis
+
+/** Sends PING over a raw socket; true on +PONG. */
+export function redisPing(port: number, timeoutMs = 500): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ port, host: '127.0.0.1' })
+    const done = (ok: boolean): void => {
+      socket.destroy()
+      resolve(ok)
+    }
+    socket.setTimeout(timeoutMs, () => done(false))
+    socket.once('error', () => done(false))
+    socket.once('connect', () => socket.write('PING\r\n'))
+    socket.once('data', (d) => done(d.toString().startsWith('+PONG')))
+  })
+}
+
+export interface RedisOptions {
+  port: number
+  /** Working directory: the AOF lives here, so a restart keeps the data. */
+  dir: string
+  tied: boolean
+  /** Where redis-server's log goes (default: discarded). */
+  logFile?: string
+}
+
+export function redisArgs(options: RedisOptions): string[] {
+  return [
+    '--port', String(options.port),
+    '--bind', '127.0.0.1',
+    '--dir', options.dir,
+    '--save', '',
+    '--appendonly', 'yes',
+    '--appendfsync', 'everysec',
+    '--daemonize', 'no',
+    '--protected-mode', 'yes',
+    '--logfile', options.logFile ?? '',
+    '--loglevel', 'warning'
+  ]
+}
+
+/** Starts redis-server and waits until it answers PING. */
+export async function launchRedis(options: RedisOptions, timeoutMs = 10_000): Promise<Launched> {
+  fs.mkdirSync(options.dir, { recursive: true })
+  // A detached Redis (make up) outlives this process: no pipe may tie the two together.
+  const launched = launch('redis-server', redisArgs(options), { tied: options.tied, stdio: ['ignore', 'ignore', options.tied ? 'pipe' : 'ignore'] })
+  let stderr = ''
+  launched.child.stderr?.on('data', (d: Buffer) => {
+    stderr += d.toString()
+  })
+  const spawnError = new Promise<Error>((resolve) => launched.child.once('error', resolve))
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const outcome = await Promise.race([
+      redisPing(options.port).then((ok) => (ok ? 'up' : 'down')),
+      launched.exited.then(() => 'exited'),
+      spawnError.then((err) => `spawn: ${err.message}`)
+    ])
+    if (outcome === 'up') return launched
+    if (outcome !== 'down') throw new Error(`redis-server on port ${options.port} did not start (${outcome}): ${stderr.trim()}`)
+    if (Date.now() > deadline) {
+      launched.child.kill('SIGKILL')
+      throw new Error(`redis-server on port ${options.port} not answering after ${timeoutMs} ms`)
+    }
+    await sleep(20)
+  }
+}
+
+// ------------------------------------------------------------------ Kafka mock cluster
+
+export function mockClusterSource(root = projectRoot()): string {
+  return path.join(root, 'test', 'support', 'mock-cluster.c')
+}
+
+export function mockClusterBinary(root = projectRoot()): string {
+  return path.join(root, 'test', 'support', 'bin', 'mock-cluster')
+}
+
+/** Compiles the launcher when the binary is missing or older than its source. Safe when run concurrently. */
+export function ensureMockClusterBinary(root = projectRoot()): string {
+  const source = mockClusterSource(root)
+  const binary = mockClusterBinary(root)
+  const fresh = fs.existsSync(binary) && fs.statSync(binary).mtimeMs >= fs.statSync(source).mtimeMs
+  if (fresh) return binary
+  fs.mkdirSync(path.dirname(binary), { recursive: true })
+  // Build to a private name, then rename: parallel test files never see a half-written binary.
+  const tmp = `${binary}.${process.pid}.tmp`
+  try {
+    execFileSync('gcc', ['-O2', '-Wall', '-o', tmp, source, '-lrdkafka'], { stdio: ['ignore', 'pipe', 'pipe'] })
+  } catch (err) {
+    const e = err as { stderr?: Buffer; message: string }
+    throw new Error(
+      `cannot build the Kafka mock cluster launcher (needs gcc and librdkafka-dev; \`make deps-system\` installs them): ${e.stderr?.toString().trim() || e.message}`,
+      { cause: err }
+    )
+  }
+  fs.renameSync(tmp, binary)
+  return binary
+}
+
+export interface MockClusterOptions {
+  brokers: number
+  /** `name:partitions` of every topic to create; default: deploy/topics.json. */
+  topics?: string[]
+  /** Detached (make up): ignores stdin and runs until SIGTERM. Otherwise it is tied to this process. */
+  detach: boolean
+  logFd?: number
+}
+
+export interface LaunchedCluster extends Launched {
+  bootstrap: string[]
+}
+
+export function deployTopicArgs(): string[] {
+  return loadTopics().topics.map((t) => `${t.name}:${t.partitions}`)
+}
+
+/** Starts the launcher and resolves once it printed its bootstrap servers. */
+export async function launchMockCluster(options: MockClusterOptions, timeoutMs = 10_000): Promise<LaunchedCluster> {
+  const binary = ensureMockClusterBinary()
+  const args = ['--brokers', String(options.brokers), ...(options.detach ? ['--detach'] : []), ...(options.topics ?? deployTopicArgs())]
+  const stderrTarget = options.logFd ?? 'pipe'
+  const launched = launch(binary, args, {
+    tied: !options.detach,
+    stdio: [options.detach ? 'ignore' : 'pipe', 'pipe', stderrTarget]
+  })
+  let stderr = ''
+  launched.child.stderr?.on('data', (d: Buffer) => {
+    stderr += d.toString()
+  })
+  const bootstrap = await new Promise<string[]>((resolve, reject) => {
+    let out = ''
+    const timer = setTimeout(() => {
+      launched.child.kill('SIGKILL')
+      reject(new Error(`mock cluster did not start within ${timeoutMs} ms: ${stderr.trim()}`))
+    }, timeoutMs)
+    const onData = (d: Buffer): void => {
+      out += d.toString()
+      const line = /^bootstrap (\S+)\n/m.exec(out)
+      if (line) {
+        clearTimeout(timer)
+        launched.child.stdout?.off('data', onData)
+        resolve((line[1] as string).split(','))
+      }
+    }
+    launched.child.stdout?.on('data', onData)
+    launched.child.once('error', (err) => {
+      clearTimeout(timer)
+      reject(err)
+    })
+    void launched.exited.then((code) => {
+      clearTimeout(timer)
+      reject(new Error(`mock cluster exited (${code}) before it was ready: ${stderr.trim()}`))
+    })
+  })
+  return { ...launched, bootstrap }
+}
+
+/**
+ * Line protocol of a tied launcher: one command, one `ok` / `error ...` answer,
+ * answered in order.
+ */
+export class MockClusterControl {
+  private pending: Array<{ resolve: () => void; reject: (err: Error) => void; command: string }> = []
+  private buffer = ''
+
+  constructor(private readonly child: ChildProcess) {
+    child.stdout?.on('data', (d: Buffer) => {
+      this.buffer += d.toString()
+      let nl: number
+      while ((nl = this.buffer.indexOf('\n')) >= 0) {
+        const line = this.buffer.slice(0, nl).trim()
+        this.buffer = this.buffer.slice(nl + 1)
+        const waiter = this.pending.shift()
+        if (!waiter) continue
+        if (line === 'ok') waiter.resolve()
+        else waiter.reject(new Error(`mock cluster refused "${waiter.command}": ${line}`))
+      }
+    })
+    child.once('exit', () => {
+      for (const w of this.pending.splice(0)) w.reject(new Error(`mock cluster exited before answering "${w.command}"`))
+    })
+  }
+
+  send(command: string): Promise<void> {
+    const stdin = this.child.stdin
+    if (!stdin || stdin.destroyed || this.child.exitCode !== null) return Promise.reject(new Error('mock cluster is not running'))
+    return new Promise((resolve, reject) => {
+      this.pending.push({ resolve, reject, command })
+      stdin.write(`${command}\n`)
+    })
+  }
+}
+
+/** Stops a child: SIGTERM, then SIGKILL after `graceMs`. */
+export async function terminate(launched: Launched, graceMs = 5000): Promise<void> {
+  const { child } = launched
+  if (child.exitCode !== null || child.signalCode !== null) return
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs)
+  await launched.exited
+  clearTimeout(timer)
+}

@@ -1,0 +1,370 @@
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import path from 'node:path'
+import { projectRoot } from '../services/common/bus/topics'
+import { freePort, launchMockCluster, launchRedis } from './local-infra'
+import { loadRoutes, servicesOf, upstreamEnvName } from './proxy'
+
+/**
+ * `make up` / `make down` / `make status`: the distributed system on this
+ * machine. A Redis, the Kafka mock cluster (3 brokers, topics of
+ * deploy/topics.json), one process per service instance and the reverse
+ * proxy on PORT (default 8080) that routes path families per
+ * deploy/routes.json. Everything started is recorded in RUN_DIR/state.json
+ * (default .run/) the moment it starts, so `down` stops exactly those
+ * processes, even after a failed `up`.
+ *
+ *   node dist/scripts/up.js up | down | status
+ */
+
+/** The service processes of `make up`: two matchers and two stream nodes show scaling out. */
+export const LOCAL_SERVICES: ReadonlyArray<{ name: string; instances: number }> = [
+  { name: 'gateway', instances: 1 },
+  { name: 'webhooks', instances: 1 },
+  { name: 'activity', instances: 2 },
+  { name: 'stream', instances: 2 },
+  { name: 'account-history', instances: 1 }
+]
+
+/** UP_SERVICES=gateway,webhooks starts a subset (default: all of LOCAL_SERVICES). */
+function selectedServices(): ReadonlyArray<{ name: string; instances: number }> {
+  const raw = process.env.UP_SERVICES ?? ''
+  if (raw.trim() === '') return LOCAL_SERVICES
+  const wanted = raw.split(',').map((s) => s.trim()).filter((s) => s !== '')
+  const unknown = wanted.filter((w) => !LOCAL_SERVICES.some((s) => s.name === w))
+  if (unknown.length > 0) throw new Error(`UP_SERVICES names unknown service(s): ${unknown.join(', ')} (known: ${LOCAL_SERVICES.map((s) => s.name).join(', ')})`)
+  return LOCAL_SERVICES.filter((s) => wanted.includes(s.name))
+}
+
+export interface ProcessRecord {
+  /** Instance name: `redis`, `kafka`, `proxy`, `activity-1` ... */
+  name: string
+  kind: 'redis' | 'kafka' | 'service' | 'proxy'
+  service?: string
+  pid: number
+  /** A word of the process's command line, checked before signalling so a recycled pid is never hit. */
+  signature: string
+  port?: number
+  sandboxPort?: number
+  log: string
+}
+
+export interface RunState {
+  startedAt: string
+  root: string
+  redisUrl?: string
+  kafkaBrokers?: string[]
+  proxy?: { port: number; sandboxPort: number }
+  processes: ProcessRecord[]
+}
+
+const root = projectRoot()
+const runDir = path.resolve(process.env.RUN_DIR ?? path.join(root, '.run'))
+const stateFile = path.join(runDir, 'state.json')
+
+const NAME_WIDTH = 17
+
+/** A path relative to the working directory when it lies below it, else absolute. */
+function shortPath(file: string): string {
+  const rel = path.relative(process.cwd(), file)
+  return rel.startsWith('..') ? file : rel
+}
+
+function say(line: string): void {
+  process.stdout.write(`${line}\n`)
+}
+
+function readState(): RunState | undefined {
+  if (!fs.existsSync(stateFile)) return undefined
+  return JSON.parse(fs.readFileSync(stateFile, 'utf8')) as RunState
+}
+
+function writeState(state: RunState): void {
+  fs.mkdirSync(runDir, { recursive: true })
+  const tmp = `${stateFile}.tmp`
+  fs.writeFileSync(tmp, `${JSON.stringify(state, null, 2)}\n`)
+  fs.renameSync(tmp, stateFile)
+}
+
+/** True when `pid` runs and its command line still contains `signature`. */
+export function isOurs(record: Pick<ProcessRecord, 'pid' | 'signature'>): boolean {
+  try {
+    process.kill(record.pid, 0)
+  } catch {
+    return false
+  }
+  try {
+    return fs.readFileSync(`/proc/${record.pid}/cmdline`, 'utf8').replace(/\0/g, ' ').includes(record.signature)
+  } catch {
+    // No /proc (not Linux): the pid check above is all we have.
+    return true
+  }
+}
+
+function openLog(name: string): { fd: number; file: string } {
+  const dir = path.join(runDir, 'logs')
+  fs.mkdirSync(dir, { recursive: true })
+  const file = path.join(dir, `${name}.log`)
+  return { fd: fs.openSync(file, 'a'), file }
+}
+
+/** The operator token shared by every process: OPERATOR_TOKEN, else the one in DATA_DIR the CLI reads. */
+function operatorToken(): string {
+  if (process.env.OPERATOR_TOKEN) return process.env.OPERATOR_TOKEN
+  const dataDir = path.resolve(root, process.env.DATA_DIR ?? 'data')
+  const file = path.join(dataDir, 'operator-token')
+  if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim()
+  fs.mkdirSync(dataDir, { recursive: true })
+  const token = randomBytes(32).toString('base64url')
+  fs.writeFileSync(file, `${token}\n`, { mode: 0o600 })
+  return token
+}
+
+function portSetting(name: string, fallback: number): number {
+  const raw = process.env[name]
+  if (raw === undefined || raw === '') return fallback
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`${name} must be a port number, got "${raw}"`)
+  return n
+}
+
+async function chosenPort(preferred: number): Promise<number> {
+  return preferred === 0 ? freePort() : preferred
+}
+
+function mainOf(service: string): string {
+  return path.join(root, 'dist', 'services', service, 'main.js')
+}
+
+async function waitHealthy(port: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) })
+      if (res.ok) return true
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return false
+}
+
+async function up(): Promise<number> {
+  const existing = readState()
+  if (existing && existing.processes.some((p) => isOurs(p))) {
+    say(`already up (state: ${shortPath(stateFile)}); \`make down\` stops it. Current status:`)
+    return status()
+  }
+  const selection = selectedServices()
+  const proxyPort = await chosenPort(portSetting('PORT', 8080))
+  const proxySandboxPort = await chosenPort(portSetting('SANDBOX_PORT', 8081))
+  const token = operatorToken()
+  const state: RunState = { startedAt: new Date().toISOString(), root, processes: [] }
+  writeState(state)
+  const record = (r: ProcessRecord): void => {
+    state.processes.push(r)
+    writeState(state)
+  }
+
+  try {
+    // Redis, persisted (AOF) under RUN_DIR so a Redis restart keeps the data.
+    const redisPort = await chosenPort(portSetting('REDIS_PORT', 0))
+    const redisLog = path.join(runDir, 'logs', 'redis.log')
+    fs.mkdirSync(path.dirname(redisLog), { recursive: true })
+    const redis = await launchRedis({ port: redisPort, dir: path.join(runDir, 'redis'), tied: false, logFile: redisLog })
+    redis.child.unref()
+    record({ name: 'redis', kind: 'redis', pid: redis.child.pid as number, signature: 'redis-server', port: redisPort, log: redisLog })
+    state.redisUrl = `redis://127.0.0.1:${redisPort}`
+    say(`${'redis'.padEnd(NAME_WIDTH)}${state.redisUrl}`)
+
+    const kafkaLog = openLog('kafka')
+    const kafka = await launchMockCluster({ brokers: 3, detach: true, logFd: kafkaLog.fd })
+    kafka.child.unref()
+    kafka.child.stdout?.destroy()
+    record({ name: 'kafka', kind: 'kafka', pid: kafka.child.pid as number, signature: 'mock-cluster', log: kafkaLog.file })
+    state.kafkaBrokers = kafka.bootstrap
+    say(`${'kafka'.padEnd(NAME_WIDTH)}${kafka.bootstrap.join(',')} (librdkafka mock cluster, 3 brokers)`)
+
+    const upstreams = new Map<string, string[]>()
+    const started: ProcessRecord[] = []
+    for (const { name, instances } of selection) {
+      const main = mainOf(name)
+      if (!fs.existsSync(main)) {
+        say(`warning: ${path.relative(root, main)} is missing (not built yet?): ${name} not started`)
+        continue
+      }
+      for (let i = 1; i <= instances; i++) {
+        const instance = instances > 1 ? `${name}-${i}` : name
+        const port = await freePort()
+        const sandboxPort = await freePort()
+        const log = openLog(instance)
+        const child = spawn(process.execPath, [main], {
+          cwd: root,
+          detached: true,
+          stdio: ['ignore', log.fd, log.fd],
+          env: {
+            ...process.env,
+            HOST: '127.0.0.1',
+            PORT: String(port),
+            SANDBOX_PORT: String(sandboxPort),
+            KAFKA_BROKERS: kafka.bootstrap.join(','),
+            REDIS_URL: state.redisUrl,
+            OPERATOR_TOKEN: token,
+            KAFKA_SESSION_TIMEOUT: process.env.KAFKA_SESSION_TIMEOUT ?? '10s',
+            DATA_DIR: path.join(runDir, 'data', instance)
+          }
+        })
+        child.unref()
+        fs.closeSync(log.fd)
+        const r: ProcessRecord = { name: instance, kind: 'service', service: name, pid: child.pid as number, signature: main, port, sandboxPort, log: log.file }
+        record(r)
+        started.push(r)
+        upstreams.set(name, [...(upstreams.get(name) ?? []), `http://127.0.0.1:${port}`])
+        if (name === 'gateway') upstreams.set('gateway-sandbox', [`http://127.0.0.1:${sandboxPort}`])
+      }
+    }
+
+    const proxyScript = path.join(root, 'dist', 'scripts', 'proxy.js')
+    const proxyLog = openLog('proxy')
+    const upstreamEnv: Record<string, string> = {}
+    for (const service of servicesOf(loadRoutes())) upstreamEnv[upstreamEnvName(service)] = (upstreams.get(service) ?? []).join(',')
+    const proxy = spawn(process.execPath, [proxyScript], {
+      cwd: root,
+      detached: true,
+      stdio: ['ignore', proxyLog.fd, proxyLog.fd],
+      env: { ...process.env, ...upstreamEnv, HOST: process.env.HOST ?? '127.0.0.1', PORT: String(proxyPort), SANDBOX_PORT: String(proxySandboxPort) }
+    })
+    proxy.unref()
+    fs.closeSync(proxyLog.fd)
+    record({ name: 'proxy', kind: 'proxy', pid: proxy.pid as number, signature: proxyScript, port: proxyPort, sandboxPort: proxySandboxPort, log: proxyLog.file })
+    state.proxy = { port: proxyPort, sandboxPort: proxySandboxPort }
+    writeState(state)
+
+    const waitMs = Number(process.env.UP_WAIT_MS ?? 60_000)
+    const health = await Promise.all(started.map(async (p) => [p, await waitHealthy(p.port as number, waitMs)] as const))
+    const proxyRecord = state.processes.find((p) => p.kind === 'proxy') as ProcessRecord
+    health.push([proxyRecord, await waitHealthy(proxyPort, 5000)])
+    for (const [p, ok] of health) say(`${p.name.padEnd(NAME_WIDTH)}${ok ? 'up  ' : 'DOWN'} http://127.0.0.1:${p.port}${p.kind === 'service' ? '' : ' (proxy)'}   log: ${shortPath(p.log)}`)
+    const failed = health.filter(([, ok]) => !ok)
+    say('')
+    say(`{base_url} and {ads_url}: http://127.0.0.1:${proxyPort}    {ads_sandbox_url}: http://127.0.0.1:${proxySandboxPort}`)
+    say(`state: ${stateFile}    stop everything: make down`)
+    if (failed.length > 0) {
+      say(`${failed.length} process(es) not healthy within ${waitMs} ms: see their logs`)
+      return 1
+    }
+    return 0
+  } catch (err) {
+    say(`up failed: ${(err as Error).message}; stopping what was started`)
+    await down()
+    return 1
+  }
+}
+
+async function stopProcess(p: ProcessRecord, graceMs: number): Promise<'stopped' | 'killed' | 'gone'> {
+  if (!isOurs(p)) return 'gone'
+  const signal = (sig: NodeJS.Signals): void => {
+    try {
+      // Detached children lead their own process group: signal the group.
+      process.kill(-p.pid, sig)
+    } catch {
+      try {
+        process.kill(p.pid, sig)
+      } catch {
+        // already gone
+      }
+    }
+  }
+  signal('SIGTERM')
+  const deadline = Date.now() + graceMs
+  while (Date.now() < deadline) {
+    if (!isOurs(p)) return 'stopped'
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  signal('SIGKILL')
+  for (let i = 0; i < 40 && isOurs(p); i++) await new Promise((r) => setTimeout(r, 50))
+  return 'killed'
+}
+
+async function down(): Promise<number> {
+  const state = readState()
+  if (!state) {
+    say('nothing to stop (no state file)')
+    return 0
+  }
+  // Proxy and services first (they drain and commit), then Kafka and Redis.
+  const order = (p: ProcessRecord): number => ({ proxy: 0, service: 1, kafka: 2, redis: 3 })[p.kind]
+  const processes = [...state.processes].sort((a, b) => order(a) - order(b))
+  const grace = Number(process.env.DOWN_GRACE_MS ?? 15_000)
+  const groups = [processes.filter((p) => order(p) <= 1), processes.filter((p) => order(p) === 2), processes.filter((p) => order(p) === 3)]
+  let left = 0
+  for (const group of groups) {
+    const results = await Promise.all(group.map(async (p) => [p, await stopProcess(p, grace)] as const))
+    for (const [p, result] of results) {
+      say(`${p.name.padEnd(NAME_WIDTH)}${result === 'gone' ? 'was not running' : result} (pid ${p.pid})`)
+      if (isOurs(p)) left++
+    }
+  }
+  if (left > 0) {
+    say(`${left} process(es) could not be stopped; state kept in ${stateFile}`)
+    return 1
+  }
+  fs.rmSync(stateFile, { force: true })
+  return 0
+}
+
+async function probe(url: string): Promise<string> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2000) })
+    return String(res.status)
+  } catch {
+    return 'no answer'
+  }
+}
+
+async function status(): Promise<number> {
+  const state = readState()
+  if (!state) {
+    say('not running (no state file): `make up` starts it')
+    return 1
+  }
+  let bad = 0
+  say(`${'process'.padEnd(NAME_WIDTH)}${'pid'.padEnd(9)}${'port'.padEnd(7)}${'running'.padEnd(9)}${'healthz'.padEnd(10)}readyz`)
+  for (const p of state.processes) {
+    const running = isOurs(p)
+    let health = '-'
+    let ready = '-'
+    if (p.port !== undefined && p.kind !== 'redis') {
+      health = running ? await probe(`http://127.0.0.1:${p.port}/healthz`) : '-'
+      ready = running && p.kind === 'service' ? await probe(`http://127.0.0.1:${p.port}/readyz`) : '-'
+    }
+    if (!running || (health !== '-' && health !== '200')) bad++
+    say(`${p.name.padEnd(NAME_WIDTH)}${String(p.pid).padEnd(9)}${String(p.port ?? '').padEnd(7)}${(running ? 'yes' : 'NO').padEnd(9)}${health.padEnd(10)}${ready}`)
+  }
+  if (state.kafkaBrokers) say(`kafka brokers: ${state.kafkaBrokers.join(',')}`)
+  if (state.redisUrl) say(`redis: ${state.redisUrl}`)
+  return bad === 0 ? 0 : 1
+}
+
+async function main(): Promise<number> {
+  const command = process.argv[2]
+  if (command === 'up') return up()
+  if (command === 'down') return down()
+  if (command === 'status') return status()
+  process.stderr.write('usage: up.js up|down|status\n')
+  return 2
+}
+
+if (require.main === module) {
+  main().then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      process.stderr.write(`${process.argv[2] ?? 'up'}: ${(err as Error).message}\n`)
+      process.exit(1)
+    }
+  )
+}
+
+export { stateFile, runDir }

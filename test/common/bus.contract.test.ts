@@ -1,0 +1,339 @@
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import t, { type Test } from 'tap'
+import { MemoryBus } from '../../services/common/bus/memory'
+import { partitionFor } from '../../services/common/bus/partitioner'
+import type { Bus, BusMessage } from '../../services/common/bus/types'
+import { EventValidationError, ValidatingBus } from '../../services/common/bus/validating'
+import { createLogger } from '../../services/common/logger'
+import { SchemaRegistry } from '../../services/common/schemas'
+import { eventually, tempDir } from '../support/util'
+import { kafkaBus, startKafka, type KafkaCluster } from '../support/infra'
+
+/**
+ * One contract, two buses: every case below runs unchanged against the
+ * in-memory bus and against Kafka (librdkafka mock cluster, 3 brokers).
+ */
+
+const PARTITIONS = 6
+
+interface Driver {
+  readonly name: string
+  /** A fresh bus (closed at the end of the test). */
+  bus(t: Test, clientId: string): Promise<Bus>
+  /** A fresh topic with PARTITIONS partitions. */
+  topic(name: string): Promise<string>
+  /** Real Kafka only: the cluster, for the crash case. */
+  readonly kafka?: KafkaCluster
+}
+
+let seq = 0
+const unique = (base: string): string => `contract.${base}.${process.pid}.${++seq}`
+
+function memoryDriver(): Driver {
+  let shared: MemoryBus | undefined
+  return {
+    name: 'memory',
+    // Members of one group must share one in-process bus, as in the embedded runtime.
+    async bus(t) {
+      if (!shared) {
+        const bus = new MemoryBus(PARTITIONS, createLogger('silent', 'memory-bus'))
+        shared = bus
+        t.teardown(async () => {
+          await bus.close()
+          shared = undefined
+        })
+      }
+      return shared
+    },
+    async topic(name) {
+      return unique(name)
+    }
+  }
+}
+
+function kafkaDriver(kafka: KafkaCluster): Driver {
+  return {
+    name: 'kafka',
+    kafka,
+    bus: (t, clientId) => kafkaBus(t, kafka, clientId),
+    async topic(name) {
+      const topic = unique(name)
+      await kafka.createTopic(topic, PARTITIONS)
+      return topic
+    }
+  }
+}
+
+/** Collects what a consumer's handler saw. */
+function recorder(): { seen: BusMessage[]; handler: (m: BusMessage) => Promise<void> } {
+  const seen: BusMessage[] = []
+  return { seen, handler: async (m) => void seen.push(m) }
+}
+
+function contract(suite: Test, driver: Driver): void {
+  suite.test('messages keep their order per key, land on the murmur2 partition, and carry value and headers', async (t) => {
+    const d = driver
+    const bus = await d.bus(t, 'order')
+    const topic = await d.topic('order')
+    const rec = recorder()
+    await bus.subscribe({ groupId: unique('g-order'), topics: [topic], handler: rec.handler })
+    const keys = ['alice', 'bob', 'carol', 'dave', 'erin', '1234567890123456789']
+    const perKey = 15
+    const before = Date.now()
+    for (let i = 0; i < perKey; i++) {
+      // Alternate single publishes and batches: both keep order.
+      if (i % 2 === 0) for (const k of keys) await bus.publish(topic, k, { key: k, i }, { 'x-seq': String(i) })
+      else await bus.publishMany(topic, keys.map((k) => ({ key: k, value: { key: k, i }, headers: { 'x-seq': String(i) } })))
+    }
+    await eventually(() => rec.seen.length >= keys.length * perKey, 15_000)
+    t.equal(rec.seen.length, keys.length * perKey, 'each message once (no failure happened)')
+    for (const k of keys) {
+      const mine = rec.seen.filter((m) => m.key === k)
+      t.same(mine.map((m) => (m.value as { i: number }).i), [...Array(perKey).keys()], `${k}: in publish order`)
+      t.ok(mine.every((m) => m.partition === partitionFor(k, PARTITIONS)), `${k}: on partition ${partitionFor(k, PARTITIONS)}`)
+    }
+    const first = rec.seen[0] as BusMessage
+    t.equal(first.topic, topic)
+    t.equal(typeof first.offset, 'string')
+    t.match(first.headers, { 'x-seq': /^\d+$/ }, 'headers arrive as strings')
+    t.ok(first.timestamp >= before - 1000 && first.timestamp <= Date.now() + 1000, 'timestamp is the publish time')
+  })
+
+  suite.test('publishes issued concurrently keep their issue order per key', async (t) => {
+    const d = driver
+    const bus = await d.bus(t, 'concurrent')
+    const topic = await d.topic('concurrent')
+    const rec = recorder()
+    await bus.subscribe({ groupId: unique('g-concurrent'), topics: [topic], handler: rec.handler })
+    const calls: Array<Promise<void>> = []
+    for (let i = 0; i < 200; i++) calls.push(bus.publish(topic, `k${i % 4}`, { i }))
+    await Promise.all(calls)
+    await eventually(() => rec.seen.length >= 200, 15_000)
+    for (let k = 0; k < 4; k++) {
+      const order = rec.seen.filter((m) => m.key === `k${k}`).map((m) => (m.value as { i: number }).i)
+      t.same(order, [...order].sort((a, b) => a - b), `k${k}: in issue order`)
+      t.equal(order.length, 50)
+    }
+  })
+
+  suite.test('a throwing handler gets the message again, and later messages of that key wait', async (t) => {
+    const d = driver
+    const bus = await d.bus(t, 'retry')
+    const topic = await d.topic('retry')
+    const attempts: string[] = []
+    const done: number[] = []
+    let failuresLeft = 2
+    await bus.subscribe({
+      groupId: unique('g-retry'),
+      topics: [topic],
+      handler: async (m) => {
+        const i = (m.value as { i: number }).i
+        attempts.push(`${i}`)
+        if (i === 2 && failuresLeft > 0) {
+          failuresLeft--
+          throw new Error('effect failed')
+        }
+        done.push(i)
+      }
+    })
+    for (let i = 0; i < 6; i++) await bus.publish(topic, 'same-key', { i })
+    await eventually(() => done.length === 6, 15_000)
+    t.same(done, [0, 1, 2, 3, 4, 5], 'every message handled once, in order')
+    t.same(attempts, ['0', '1', '2', '2', '2', '3', '4', '5'], 'message 2 redelivered twice; 3 waited until 2 succeeded')
+  })
+
+  suite.test('closing a member whose handler keeps failing does not wait out the backoff', async (t) => {
+    const d = driver
+    const bus = await d.bus(t, 'backoff')
+    const topic = await d.topic('backoff')
+    let attempts = 0
+    const consumer = await bus.subscribe({
+      groupId: unique('g-backoff'),
+      topics: [topic],
+      handler: async () => {
+        attempts++
+        throw new Error('downstream is down')
+      }
+    })
+    await bus.publish(topic, 'k', { n: 1 })
+    // The backoff doubles with every failure: after 7 the next wait is seconds long.
+    await eventually(() => attempts >= 7, 15_000)
+    const started = Date.now()
+    await consumer.close()
+    t.ok(Date.now() - started < 2500, `closed in ${Date.now() - started} ms`)
+  })
+
+  suite.test('a member that closes before its handler succeeded leaves the message to the next member', async (t) => {
+    const d = driver
+    const bus = await d.bus(t, 'handover')
+    const topic = await d.topic('handover')
+    const group = unique('g-handover')
+    let release: (() => void) | undefined
+    const gate = new Promise<void>((r) => (release = r))
+    let firstGot = false
+    const first = await bus.subscribe({
+      groupId: group,
+      topics: [topic],
+      handler: async () => {
+        firstGot = true
+        await gate
+        throw new Error('shutting down before the effect was durable')
+      }
+    })
+    await bus.publish(topic, 'k', { n: 1 })
+    await eventually(() => firstGot, 15_000)
+    const closing = first.close()
+    release?.()
+    await closing
+    const rec = recorder()
+    await bus.subscribe({ groupId: group, topics: [topic], handler: rec.handler })
+    await eventually(() => rec.seen.length === 1, 15_000)
+    t.same(rec.seen[0]?.value, { n: 1 }, 'the uncommitted message is delivered to the next member')
+  })
+
+  suite.test('a member that closes gracefully commits what it handled: nothing is delivered twice', async (t) => {
+    const d = driver
+    const bus = await d.bus(t, 'graceful')
+    const topic = await d.topic('graceful')
+    const group = unique('g-graceful')
+    const a = recorder()
+    const first = await bus.subscribe({ groupId: group, topics: [topic], handler: a.handler })
+    for (let i = 0; i < 12; i++) await bus.publish(topic, `k${i}`, { i })
+    await eventually(() => a.seen.length === 12, 15_000)
+    await first.close()
+    const b = recorder()
+    await bus.subscribe({ groupId: group, topics: [topic], handler: b.handler })
+    await bus.publish(topic, 'k-after', { i: 99 })
+    await eventually(() => b.seen.length >= 1, 15_000)
+    await new Promise((r) => setTimeout(r, 300))
+    t.same(b.seen.map((m) => m.value), [{ i: 99 }], 'only the new message reaches the next member')
+  })
+
+  suite.test('members of one group split the partitions; a third takes over when one leaves', async (t) => {
+    const d = driver
+    const bus = await d.bus(t, 'split')
+    const topic = await d.topic('split')
+    const group = unique('g-split')
+    const a = recorder()
+    const b = recorder()
+    const c = recorder()
+    const ca = await bus.subscribe({ groupId: group, topics: [topic], handler: a.handler })
+    await bus.subscribe({ groupId: group, topics: [topic], handler: b.handler })
+    const keys = Array.from({ length: 48 }, (_, i) => `user-${i}`)
+    await bus.publishMany(topic, keys.map((k) => ({ key: k, value: { k, round: 1 } })))
+    await eventually(() => new Set([...a.seen, ...b.seen].map((m) => m.key)).size === keys.length, 20_000)
+    t.ok(a.seen.length > 0 && b.seen.length > 0, `both members work (a=${a.seen.length}, b=${b.seen.length})`)
+    const pa = new Set(a.seen.map((m) => m.partition))
+    const pb = new Set(b.seen.map((m) => m.partition))
+    t.same([...pa].filter((p) => pb.has(p)), [], 'no partition is consumed by both')
+
+    await ca.close()
+    const aBefore = a.seen.length
+    await bus.subscribe({ groupId: group, topics: [topic], handler: c.handler })
+    await bus.publishMany(topic, keys.map((k) => ({ key: k, value: { k, round: 2 } })))
+    const round2 = (): BusMessage[] => [...b.seen, ...c.seen].filter((m) => (m.value as { round: number }).round === 2)
+    await eventually(() => new Set(round2().map((m) => m.key)).size === keys.length, 20_000)
+    t.equal(a.seen.length, aBefore, 'the member that left gets nothing more')
+    t.ok(c.seen.some((m) => (m.value as { round: number }).round === 2), 'the new member took over partitions')
+  })
+
+  suite.test('a schema-invalid event is refused at publish with the reason', async (t) => {
+    const d = driver
+    const topic = await d.topic('schema')
+    const dir = tempDir(t, 'gw-schemas-')
+    fs.mkdirSync(path.join(dir, 'events'))
+    fs.writeFileSync(
+      path.join(dir, 'events', `${topic}.json`),
+      JSON.stringify({
+        type: 'object',
+        required: ['event_uuid', 'user_id'],
+        additionalProperties: false,
+        properties: { event_uuid: { type: 'string', format: 'uuid' }, user_id: { type: 'string', pattern: '^[0-9]{1,19}$' } }
+      })
+    )
+    const bus = new ValidatingBus(await d.bus(t, 'schema'), new SchemaRegistry(dir))
+    const rec = recorder()
+    await bus.subscribe({ groupId: unique('g-schema'), topics: [topic], handler: rec.handler })
+    const err = await bus.publish(topic, '1', { event_uuid: 'not-a-uuid', user_id: '12' }).catch((e: unknown) => e)
+    t.type(err, EventValidationError)
+    t.match((err as Error).message, new RegExp(`event refused for topic ${topic.replace(/\./g, '\\.')}: /event_uuid must match format "uuid"`))
+    await t.rejects(bus.publishMany(topic, [{ key: '1', value: { event_uuid: crypto.randomUUID(), user_id: '1' } }, { key: '2', value: { user_id: 'x' } }]), /is missing "event_uuid"/, 'one bad message refuses the whole batch')
+    await t.rejects(bus.publish(unique('undescribed'), '1', {}), /no schema schemas\/events\//, 'a topic without a schema is refused')
+    const good = { event_uuid: crypto.randomUUID(), user_id: '42' }
+    await bus.publish(topic, '42', good)
+    await eventually(() => rec.seen.length === 1, 15_000)
+    await new Promise((r) => setTimeout(r, 200))
+    t.same(rec.seen.map((m) => m.value), [good], 'consumers only ever see the valid event')
+  })
+}
+
+t.test('memory bus', async (t) => {
+  const d = memoryDriver()
+  contract(t, d)
+})
+
+t.test('kafka bus (mock cluster)', { jobs: 11 }, async (t) => {
+  const kafka = await startKafka(t)
+  const d = kafkaDriver(kafka)
+  contract(t, d)
+
+  t.test('a publish refused by the broker fails alone; publishes sharing its request succeed', async (t) => {
+    // Its own cluster: injected errors hit whichever produce request comes next.
+    const own = await startKafka(t, { brokers: 1, extraTopics: ['refusal:1'] })
+    const bus = await kafkaBus(t, own, 'refusal')
+    await bus.publish('refusal', 'warm-up', { x: 0 })
+    // TOPIC_AUTHORIZATION_FAILED (not retriable) for the shared request, then for the first retry alone.
+    await own.pushRequestErrors(0, 29, 29)
+    const [first, second] = await Promise.allSettled([bus.publish('refusal', 'a', { x: 1 }), bus.publish('refusal', 'b', { x: 2 })])
+    t.equal(first.status, 'rejected', 'the refused publish fails')
+    t.match(first.status === 'rejected' ? String(first.reason) : '', /authoriz/i, 'with the broker’s reason')
+    t.equal(second.status, 'fulfilled', 'the publish that shared its request is sent again on its own')
+    await bus.publish('refusal', 'c', { x: 3 })
+    t.pass('the producer keeps working')
+  })
+
+  t.test('a 2 s outage of every broker: publishes made during it complete after, consumption resumes in order', async (t) => {
+    // Its own cluster: the outage must not disturb the cases running alongside.
+    const own = await startKafka(t, { extraTopics: ['outage:6'] })
+    const bus = await kafkaBus(t, own, 'outage')
+    const rec = recorder()
+    await bus.subscribe({ groupId: unique('g-outage'), topics: ['outage'], handler: rec.handler })
+    for (let i = 0; i < 5; i++) await bus.publish('outage', 'k', { i })
+    await eventually(() => rec.seen.length === 5, 15_000)
+    await own.setBrokerDown(-1)
+    const during = Promise.all([5, 6, 7].map((i) => bus.publish('outage', 'k', { i })))
+    await new Promise((r) => setTimeout(r, 2000))
+    await own.setBrokerUp(-1)
+    await during
+    await eventually(() => rec.seen.length >= 8, 30_000)
+    const order = rec.seen.map((m) => (m.value as { i: number }).i)
+    t.same([...new Set(order)], [0, 1, 2, 3, 4, 5, 6, 7], 'every message, in order (a redelivery may repeat one)')
+  })
+
+  t.test('a member killed mid-handler (no commit, no leave) has its message redelivered to another member', async (t) => {
+    const topic = await d.topic('crash')
+    const group = unique('g-crash')
+    const fixture = path.join(__dirname, '..', 'support', 'fixtures', 'stuck-consumer.ts')
+    const child = spawn(process.execPath, [...process.execArgv, fixture, kafka.brokers.join(','), topic, group], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' }
+    })
+    t.teardown(() => {
+      child.kill('SIGKILL')
+    })
+    let out = ''
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()))
+    await eventually(() => out.includes('subscribed'), 20_000)
+    const bus = await d.bus(t, 'crash-publisher')
+    await bus.publish(topic, 'k', { n: 7 })
+    await eventually(() => out.includes('got k'), 15_000)
+    child.kill('SIGKILL')
+    const rec = recorder()
+    await bus.subscribe({ groupId: group, topics: [topic], handler: rec.handler })
+    await eventually(() => rec.seen.length === 1, 20_000)
+    t.same(rec.seen[0]?.value, { n: 7 }, 'redelivered after the dead member’s session expired')
+  })
+})
+

@@ -1,0 +1,154 @@
+import { execFile } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import t from 'tap'
+import { projectRoot } from '../../services/common/bus/topics'
+import { tempDir } from '../support/util'
+
+/**
+ * `make up` / `make status` / `make down` for real: the compiled up script
+ * (dist/, built by `make build` before the suite) starts Redis, the mock
+ * cluster, every service process and the proxy; each answers /healthz; the
+ * proxy routes path families; down leaves no process behind.
+ */
+
+const root = projectRoot()
+const upJs = path.join(root, 'dist', 'scripts', 'up.js')
+
+interface Record {
+  name: string
+  kind: string
+  service?: string
+  pid: number
+  port?: number
+}
+
+function run(args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [upJs, ...args], { env, timeout: timeoutMs, cwd: root }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : 1) : 0
+      resolve({ code, out: `${stdout}${stderr}` })
+    })
+  })
+}
+
+/** Gone, or a zombie waiting for init to reap it. */
+function gone(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+  } catch {
+    return true
+  }
+  try {
+    return /^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return true
+  }
+}
+
+t.test('up refuses an unknown service name before starting anything', async (t) => {
+  if (!fs.existsSync(upJs)) {
+    t.fail('dist/scripts/up.js is missing')
+    return
+  }
+  const runDir = tempDir(t, 'gw-up-')
+  const res = await run(['up'], { ...process.env, RUN_DIR: runDir, UP_SERVICES: 'gateway,nope' }, 20_000)
+  t.equal(res.code, 1)
+  t.match(res.out, /UP_SERVICES names unknown service\(s\): nope/)
+  t.notOk(fs.existsSync(path.join(runDir, 'state.json')), 'nothing was started')
+})
+
+t.test('make up runs every service as its own process; make down stops exactly those', { timeout: 90_000 }, async (t) => {
+  if (!fs.existsSync(upJs)) {
+    t.fail(`${path.relative(root, upJs)} is missing: run \`make build\` first (make test does)`)
+    return
+  }
+  const runDir = tempDir(t, 'gw-up-')
+  const token = 'up-test-operator-token-0123456789'
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    RUN_DIR: runDir,
+    DATA_DIR: path.join(runDir, 'data'),
+    PORT: '0',
+    SANDBOX_PORT: '0',
+    LOG_LEVEL: 'warn',
+    OPERATOR_TOKEN: token,
+    UP_WAIT_MS: '30000'
+  }
+  const stateFile = path.join(runDir, 'state.json')
+  let pids: number[] = []
+  t.teardown(async () => {
+    // Whatever happened above, nothing may outlive the test.
+    if (fs.existsSync(stateFile)) await run(['down'], { ...env, DOWN_GRACE_MS: '3000' }, 20_000)
+    for (const pid of pids) if (!gone(pid)) process.kill(pid, 'SIGKILL')
+  })
+
+  const started = await run(['up'], env, 60_000)
+  const state = fs.existsSync(stateFile) ? (JSON.parse(fs.readFileSync(stateFile, 'utf8')) as { processes: Record[]; proxy: { port: number } }) : undefined
+  pids = state?.processes.map((p) => p.pid) ?? []
+  t.equal(started.code, 0, 'up succeeded')
+  if (!state) {
+    t.fail(`no state file; up printed:\n${started.out}`)
+    return
+  }
+  const services = state.processes.filter((p) => p.kind === 'service')
+  const expected = ['gateway', 'webhooks', 'activity', 'stream', 'account-history'].filter((s) => fs.existsSync(path.join(root, 'dist', 'services', s, 'main.js')))
+  t.same([...new Set(services.map((p) => p.service))].sort(), expected.sort(), 'one process group per built service')
+  t.equal(services.filter((p) => p.service === 'stream').length, expected.includes('stream') ? 2 : 0, 'two stream nodes')
+  t.equal(services.filter((p) => p.service === 'activity').length, expected.includes('activity') ? 2 : 0, 'two matchers')
+  t.equal(new Set(state.processes.map((p) => p.pid)).size, state.processes.length, 'every instance is its own process')
+
+  for (const p of services) {
+    const res = await fetch(`http://127.0.0.1:${p.port}/healthz`)
+    t.equal(res.status, 200, `${p.name} /healthz`)
+    t.equal(((await res.json()) as { service: string }).service, p.service, `${p.name} is the ${p.service} service`)
+  }
+
+  const via = async (p: string): Promise<string | null> => {
+    const res = await fetch(`http://127.0.0.1:${state.proxy.port}${p}`)
+    await res.arrayBuffer()
+    return res.headers.get('x-served-by')
+  }
+  t.equal(await via('/healthz'), 'gateway', 'the proxy on PORT answers')
+  if (expected.includes('webhooks')) t.equal(await via('/2/webhooks'), 'webhooks')
+  if (expected.includes('activity')) t.equal(await via('/2/activity/subscriptions'), 'activity')
+  if (expected.includes('account-history')) t.equal(await via('/12/accounts/abc/account_history'), 'account-history')
+
+  const matcher = services.find((p) => p.service === 'activity')
+  if (matcher) {
+    const lag = await fetch(`http://127.0.0.1:${matcher.port}/admin/bus/lag`, { headers: { authorization: `Bearer ${token}` } })
+    t.equal(lag.status, 200, 'every process serves the bus lag to operators')
+    t.match(await lag.json(), { bus: 'kafka', service: 'activity' })
+    const refused = await fetch(`http://127.0.0.1:${matcher.port}/admin/bus/lag`)
+    t.equal(refused.status, 401, 'not without the operator token')
+    await refused.arrayBuffer()
+  }
+
+  const status = await run(['status'], env, 20_000)
+  t.equal(status.code, 0, 'status: everything healthy')
+  for (const p of state.processes) t.match(status.out, p.name)
+
+  const again = await run(['up'], env, 20_000)
+  t.match(again.out, /already up/, 'a second up does not start a second system')
+
+  // A process that died on its own: status reports it, down stops the rest and says so.
+  const victim = services.find((p) => p.service === 'stream') ?? services[0]
+  if (victim) {
+    process.kill(victim.pid, 'SIGKILL')
+    const deadline = Date.now() + 5000
+    while (!gone(victim.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25))
+    const degraded = await run(['status'], env, 20_000)
+    t.equal(degraded.code, 1, `status reports ${victim.name} down`)
+    t.match(degraded.out, new RegExp(`${victim.name}\\s+${victim.pid}\\s+\\d+\\s+NO`))
+  }
+
+  const stopped = await run(['down'], env, 40_000)
+  t.equal(stopped.code, 0, 'down succeeded')
+  if (victim) t.match(stopped.out, new RegExp(`${victim.name}\\s+was not running`))
+  const deadline = Date.now() + 5000
+  while (pids.some((pid) => !gone(pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+  t.same(pids.filter((pid) => !gone(pid)), [], 'no process of ours is left')
+  t.notOk(fs.existsSync(stateFile), 'state file removed')
+  const after = await run(['status'], env, 10_000)
+  t.equal(after.code, 1, 'status after down reports not running')
+})

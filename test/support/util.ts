@@ -1,0 +1,34 @@
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type { Test } from 'tap'
+
+/**
+ * Small helpers for infrastructure tests. They live apart from test/helper.ts
+ * on purpose: that module loads every service, which costs seconds per test
+ * file that only needs a bus or a store.
+ */
+
+export function tempDir(t: Test, prefix = 'gw-'): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
+
+/** Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws with the last error). */
+export async function eventually<T>(check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5000, intervalMs = 25): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  let last: unknown
+  for (;;) {
+    try {
+      const v = await check()
+      if (v) return v
+    } catch (err) {
+      last = err
+    }
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ''}`)
+    await sleep(intervalMs)
+  }
+}
