@@ -1,5 +1,3 @@
-import fs from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import OAuth from 'oauth-1.0a'
 import { createHmac } from 'node:crypto'
@@ -16,6 +14,7 @@ import type { Store } from '../services/common/store/types'
 import type { AccessLevel, AccessToken, App, User } from '../services/common/auth/records'
 import { createApp, createUser, issueAccessToken, issueBearer } from '../services/gateway/identity'
 import { ALL_SERVICES } from '../services/embedded/services'
+import { eventually, tempDir } from './support/util'
 
 /**
  * Builds the gateway for tests the way `make run` does (embedded: every
@@ -24,11 +23,7 @@ import { ALL_SERVICES } from '../services/embedded/services'
  * test/support). The runtime is closed when the test ends.
  */
 
-export function tempDir(t: Test, prefix = 'gw-'): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
+export { eventually, tempDir }
 
 export function testConfig(t: Test, env: Record<string, string> = {}): Config {
   return loadConfig({
@@ -170,20 +165,4 @@ export async function plainRequest(method: string, url: string, options: Request
     body = formBody(options.form)
   }
   return send(method, buildUrl(url, options.query), headers, body)
-}
-
-/** Polls `check` until it returns a truthy value or `timeoutMs` passes. */
-export async function eventually<T>(check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5000, intervalMs = 25): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  let last: unknown
-  for (;;) {
-    try {
-      const v = await check()
-      if (v) return v
-    } catch (err) {
-      last = err
-    }
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ''}`)
-    await new Promise((r) => setTimeout(r, intervalMs))
-  }
 }
