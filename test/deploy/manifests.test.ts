@@ -1,0 +1,205 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import t from 'tap'
+import YAML from 'yaml'
+import { SETTINGS } from '../../services/common/config'
+import type { RouteEntry } from '../../services/common/http'
+import type { ServiceDefinition } from '../../services/common/service'
+import { accountHistoryService } from '../../services/account-history/service'
+import { activityService } from '../../services/activity/service'
+import { gatewayService } from '../../services/gateway/service'
+import { streamService } from '../../services/stream/service'
+import { webhooksService } from '../../services/webhooks/service'
+import { loadRoutes, routeFor, servicesOf, upstreamEnvName } from '../../scripts/proxy'
+import { startTestRuntime } from '../helper'
+
+/**
+ * What can be checked of deploy/ without a container engine: the manifests
+ * parse, every command they run exists, every variable they set is a real
+ * setting, and the route table sends every path of the spec — and every route
+ * each service registers — to the service that serves it.
+ */
+
+const ROOT = path.resolve(__dirname, '..', '..')
+const DEPLOY = path.join(ROOT, 'deploy')
+const SERVICES: ServiceDefinition[] = [gatewayService, webhooksService, activityService, streamService, accountHistoryService]
+
+/** Every operation of service-spec.md's Endpoints tables and the v2 paths of the OpenAPI subset. */
+const SPEC_OPERATIONS: Array<[string, string, 'api' | 'sandbox']> = [
+  ['PUT', '/2/webhooks/:webhook_id', 'api'],
+  ['POST', '/2/webhooks', 'api'],
+  ['GET', '/2/webhooks', 'api'],
+  ['DELETE', '/2/webhooks/:webhook_id', 'api'],
+  ['POST', '/2/webhooks/replay', 'api'],
+  ['GET', '/2/account_activity/subscriptions/count', 'api'],
+  ['POST', '/2/account_activity/webhooks/:webhook_id/subscriptions/all', 'api'],
+  ['GET', '/2/account_activity/webhooks/:webhook_id/subscriptions/all', 'api'],
+  ['GET', '/2/account_activity/webhooks/:webhook_id/subscriptions/all/list', 'api'],
+  ['DELETE', '/2/account_activity/webhooks/:webhook_id/subscriptions/:user_id/all', 'api'],
+  ['GET', '/2/activity/stream', 'api'],
+  ['POST', '/2/activity/subscriptions', 'api'],
+  ['GET', '/2/activity/subscriptions', 'api'],
+  ['DELETE', '/2/activity/subscriptions', 'api'],
+  ['PUT', '/2/activity/subscriptions/:subscription_id', 'api'],
+  ['DELETE', '/2/activity/subscriptions/:subscription_id', 'api'],
+  ['POST', '/2/media/upload', 'api'],
+  ['POST', '/oauth/request_token', 'api'],
+  ['GET', '/oauth/authorize', 'api'],
+  ['GET', '/oauth/authenticate', 'api'],
+  ['POST', '/oauth/access_token', 'api'],
+  ['POST', '/1.1/oauth/invalidate_token', 'api'],
+  ['POST', '/oauth2/token', 'api'],
+  ['POST', '/oauth2/invalidate_token', 'api'],
+  ['GET', '/12/product_catalogs', 'api'],
+  ['POST', '/12/product_catalogs', 'api'],
+  ['PUT', '/12/product_catalogs/:product_catalog_id', 'api'],
+  ['DELETE', '/12/product_catalogs/:product_catalog_id', 'api'],
+  ['GET', '/12/product_catalogs/:product_catalog_id/products', 'api'],
+  ['PUT', '/12/product_catalogs/:product_catalog_id/products', 'api'],
+  ['DELETE', '/12/product_catalogs/:product_catalog_id/products', 'api'],
+  ['GET', '/12/product_catalogs/:product_catalog_id/product_sets/:product_set_id', 'api'],
+  ['POST', '/12/product_catalogs/:product_catalog_id/product_sets', 'api'],
+  ['PUT', '/12/product_catalogs/:product_catalog_id/product_sets/:product_set_id', 'api'],
+  ['GET', '/12/insights/keywords/search', 'api'],
+  ['GET', '/5/accounts/:account_id/tailored_audiences/:tailored_audience_id/permissions', 'api'],
+  ['POST', '/5/accounts/:account_id/tailored_audiences/:tailored_audience_id/permissions', 'api'],
+  ['DELETE', '/5/accounts/:account_id/tailored_audiences/:tailored_audience_id/permissions/:tailored_audience_permission_id', 'api'],
+  ['GET', '/12/accounts/:account_id/custom_audiences/:custom_audience_id/targeted', 'api'],
+  ['POST', '/12/accounts/:account_id/custom_audiences/:custom_audience_id/users', 'api'],
+  ['POST', '/12/batch/accounts/:account_id/do_not_reach_lists/:do_not_reach_list_id/users', 'api'],
+  ['DELETE', '/12/accounts/:account_id/do_not_reach_lists/:do_not_reach_list_id', 'api'],
+  ['GET', '/12/accounts/:account_id/account_media', 'api'],
+  ['GET', '/12/accounts/:account_id/account_media/:account_media_id', 'api'],
+  ['DELETE', '/12/accounts/:account_id/account_media/:account_media_id', 'api'],
+  ['GET', '/12/accounts/:account_id/cards', 'api'],
+  ['GET', '/12/accounts/:account_id/cards/:card_id', 'api'],
+  ['POST', '/12/accounts/:account_id/cards', 'api'],
+  ['PUT', '/12/accounts/:account_id/cards/:card_id', 'api'],
+  ['DELETE', '/12/accounts/:account_id/cards/image_conversation/:card_id', 'api'],
+  ['GET', '/12/accounts/:account_id/media_library', 'api'],
+  ['GET', '/12/accounts/:account_id/media_library/:media_key', 'api'],
+  ['POST', '/12/accounts/:account_id/media_library', 'api'],
+  ['PUT', '/12/accounts/:account_id/media_library/:media_key', 'api'],
+  ['DELETE', '/12/accounts/:account_id/media_library/:media_key', 'api'],
+  ['GET', '/12/accounts/:account_id/cards/poll', 'api'],
+  ['GET', '/12/accounts/:account_id/cards/poll/:card_id', 'api'],
+  ['POST', '/12/accounts/:account_id/cards/poll', 'api'],
+  ['POST', '/12/accounts/:account_id/tweet', 'api'],
+  ['PUT', '/12/accounts/:account_id/tweets/:tweet_id/name', 'api'],
+  ['GET', '/12/accounts/:account_id/cards/video_conversation', 'api'],
+  ['GET', '/12/accounts/:account_id/cards/video_conversation/:card_id', 'api'],
+  ['POST', '/12/accounts/:account_id/cards/video_conversation', 'api'],
+  ['PUT', '/12/accounts/:account_id/cards/video_conversation/:card_id', 'api'],
+  ['GET', '/12/accounts', 'api'],
+  ['GET', '/12/accounts/:account_id', 'api'],
+  ['PUT', '/12/accounts/:account_id', 'api'],
+  ['POST', '/12/accounts', 'sandbox'],
+  ['DELETE', '/12/accounts/:account_id', 'sandbox'],
+  ['GET', '/12/accounts/:account_id/account_apps', 'api'],
+  ['GET', '/12/accounts/:account_id/account_history', 'api'],
+  ['GET', '/12/advertiser_business_categories', 'api'],
+  ['POST', '/12/accounts/:account_id/audience_estimate', 'api'],
+  ['GET', '/12/accounts/:account_id/curated_categories/:curated_category_id', 'api'],
+  ['GET', '/12/accounts/:account_id/features', 'api'],
+  ['POST', '/12/accounts/:account_id/features', 'sandbox'],
+  ['DELETE', '/12/accounts/:account_id/features', 'sandbox'],
+  ['PUT', '/12/accounts/:account_id/line_items/:line_item_id', 'api'],
+  ['DELETE', '/12/accounts/:account_id/line_items/:line_item_id', 'api'],
+  ['GET', '/12/accounts/:account_id/line_item_curated_categories', 'api'],
+  ['GET', '/12/accounts/:account_id/line_item_curated_categories/:line_item_curated_category_id', 'api'],
+  ['POST', '/12/accounts/:account_id/line_item_curated_categories', 'api'],
+  ['PUT', '/12/accounts/:account_id/line_item_curated_categories/:line_item_curated_category_id', 'api'],
+  ['DELETE', '/12/accounts/:account_id/line_item_curated_categories/:line_item_curated_category_id', 'api'],
+  ['GET', '/12/line_items/placements', 'api']
+]
+
+const PLUMBING = new Set(['/healthz', '/readyz', '/metrics', '/admin/bus/lag'])
+
+/** `/a/:x/b` and `/a/{x}/b` both become `/a/:/b`, so parameter names do not matter. */
+const shape = (url: string): string => url.replace(/:[A-Za-z_]+|\{[A-Za-z_]+\}/g, ':')
+const concrete = (url: string): string => url.replace(/:[A-Za-z_]+/g, 'x1')
+
+interface ServedRoutes {
+  api: RouteEntry[]
+  sandbox: RouteEntry[]
+}
+
+t.test('the route table sends every route of every service to that service', async (t) => {
+  const table = loadRoutes()
+  const served = new Map<string, ServedRoutes>()
+  for (const service of SERVICES) {
+    const rt = await startTestRuntime(t, { services: [service], serviceName: service.name })
+    served.set(service.name, { api: rt.app.routeTable, sandbox: rt.sandbox?.routeTable ?? [] })
+  }
+  for (const [name, routes] of served) {
+    for (const r of routes.api) {
+      if (PLUMBING.has(r.url) || r.url.includes('*')) continue
+      t.equal(routeFor(table, 'api', concrete(r.url)), name, `api ${r.method} ${r.url} -> ${name}`)
+    }
+    for (const r of routes.sandbox) {
+      if (PLUMBING.has(r.url) || r.url.includes('*')) continue
+      const target = routeFor(table, 'sandbox', concrete(r.url))
+      t.equal(target.replace(/-sandbox$/, ''), name, `sandbox ${r.method} ${r.url} -> ${name}`)
+    }
+  }
+  // Every operation of the spec is served, on the host the spec names, by the service the table picks.
+  for (const [method, url, host] of SPEC_OPERATIONS) {
+    const owner = routeFor(table, host, concrete(url)).replace(/-sandbox$/, '')
+    const routes = served.get(owner)?.[host] ?? []
+    t.ok(routes.some((r) => r.method === method && shape(r.url) === shape(url)), `${method} ${url} (${host}) served by ${owner}`)
+  }
+  // Sandbox-only operations are absent from the production host.
+  for (const [method, url, host] of SPEC_OPERATIONS) {
+    if (host !== 'sandbox') continue
+    const gateway = served.get('gateway') as ServedRoutes
+    t.notOk(gateway.api.some((r) => r.method === method && shape(r.url) === shape(url)), `${method} ${url} not on the production host`)
+  }
+})
+
+t.test('manifests parse and name only real commands and settings', async (t) => {
+  const knownEnv = new Set<string>(Object.values(SETTINGS).map((s) => s.env))
+  for (const service of servicesOf(loadRoutes())) knownEnv.add(upstreamEnvName(service))
+  knownEnv.add('NODE_ENV')
+
+  const compose = YAML.parse(fs.readFileSync(path.join(DEPLOY, 'compose.yaml'), 'utf8')) as {
+    services: Record<string, { image?: string; command?: string[]; environment?: Record<string, string> }>
+  }
+  t.ok(compose.services.kafka && compose.services.redis, 'Kafka and Redis are part of the stack')
+  t.match(JSON.stringify(compose.services.kafka), /KAFKA_PROCESS_ROLES/, 'Kafka runs in KRaft mode')
+  t.match(fs.readFileSync(path.join(DEPLOY, 'redis.conf'), 'utf8'), /^appendonly yes$/m, 'Redis has AOF on')
+  for (const [name, svc] of Object.entries(compose.services)) {
+    if (!svc.image?.startsWith('activity-gateway')) continue
+    const script = svc.command?.find((c) => c.startsWith('dist/'))
+    t.ok(script, `${name} runs a script of ours`)
+    const source = path.join(ROOT, (script as string).replace(/^dist\//, '').replace(/\.js$/, '.ts'))
+    t.ok(fs.existsSync(source), `${name}: ${script} is built from ${path.relative(ROOT, source)}`)
+    for (const key of Object.keys(svc.environment ?? {})) t.ok(knownEnv.has(key), `${name}: ${key} is a setting`)
+  }
+  for (const service of SERVICES) t.ok(compose.services[service.name], `compose runs ${service.name}`)
+
+  const k8sFiles = fs.readdirSync(path.join(DEPLOY, 'k8s')).filter((f) => f.endsWith('.yaml'))
+  const docs = k8sFiles.flatMap((f) => YAML.parseAllDocuments(fs.readFileSync(path.join(DEPLOY, 'k8s', f), 'utf8')).map((d) => {
+    t.same(d.errors, [], `${f} parses`)
+    return d.toJS() as { kind: string; metadata: { name: string }; data?: Record<string, string>; spec?: unknown }
+  }))
+  const deployments = docs.filter((d) => d.kind === 'Deployment')
+  for (const service of SERVICES) t.ok(deployments.some((d) => d.metadata.name === service.name), `a Deployment for ${service.name}`)
+  for (const d of deployments) {
+    const container = (d.spec as { template: { spec: { containers: Array<{ command: string[]; env?: Array<{ name: string }> }> } } }).template.spec.containers[0]
+    const script = container?.command.find((c) => c.startsWith('dist/')) ?? ''
+    t.ok(fs.existsSync(path.join(ROOT, script.replace(/^dist\//, '').replace(/\.js$/, '.ts'))), `${d.metadata.name} runs an existing entry`)
+    for (const e of container?.env ?? []) t.ok(knownEnv.has(e.name), `${d.metadata.name}: ${e.name} is a setting`)
+  }
+  for (const cm of docs.filter((d) => d.kind === 'ConfigMap' || d.kind === 'Secret')) {
+    const data = cm.data ?? (cm as unknown as { stringData?: Record<string, string> }).stringData ?? {}
+    for (const key of Object.keys(data)) t.ok(knownEnv.has(key), `${cm.metadata.name}: ${key} is a setting`)
+  }
+  // The Ingress mirrors the route table: each prefix of the table goes to the same service.
+  const ingress = docs.find((d) => d.kind === 'Ingress') as { spec: { rules: Array<{ http: { paths: Array<{ path: string; backend: { service: { name: string } } }> } }> } }
+  const ingressPaths = new Map(ingress.spec.rules[0]?.http.paths.map((p) => [p.path, p.backend.service.name]))
+  const api = loadRoutes().hosts.api
+  for (const r of api.routes) if (r.prefix) t.equal(ingressPaths.get(r.prefix), r.service, `ingress ${r.prefix} -> ${r.service}`)
+
+  const topics = JSON.parse(fs.readFileSync(path.join(DEPLOY, 'topics.json'), 'utf8')) as unknown
+  t.ok(topics, 'topics.json parses')
+})
