@@ -77,8 +77,8 @@ export async function generate(): Promise<string> {
     format: true,
     style: { singleQuote: true, semi: false, printWidth: 120 }
   })
-  // The empty root interface carries no information.
-  return ts.replace(/export interface SchemaTypesRoot \{\}\n\n?/, '')
+  // The empty root interface carries no information; an open object schema means "some object", not `{}`.
+  return ts.replace(/export interface SchemaTypesRoot \{\}\n\n?/, '').replace(/: \{\}(\[\])?(?=\s*[\n|;])/g, ': Record<string, unknown>$1')
 }
 
 async function main(): Promise<void> {

@@ -46,8 +46,8 @@ export interface EventsActivityDeliveries {
         | 'profile.update.verified'
         | 'profile.update.affiliate'
       tag?: string
-      payload: {}
-      includes: {}
+      payload: Record<string, unknown>
+      includes: Record<string, unknown>
     }
   }
 }
@@ -81,17 +81,17 @@ export interface EventsActivityEvents1 {
    */
   user_id: string
   created_at: string
-  payload: {}
+  payload: Record<string, unknown>
   /**
    * Expanded objects (users, tweets, ...) copied into the envelope.
    */
   includes?: {
-    users?: {}[]
-    tweets?: {}[]
-    media?: {}[]
-    places?: {}[]
-    polls?: {}[]
-    topics?: {}[]
+    users?: Record<string, unknown>[]
+    tweets?: Record<string, unknown>[]
+    media?: Record<string, unknown>[]
+    places?: Record<string, unknown>[]
+    polls?: Record<string, unknown>[]
+    topics?: Record<string, unknown>[]
   }
   /**
    * Optional producer name (ingest, ads, ...), for tracing.
@@ -124,7 +124,7 @@ export interface EventsActivityDmIndicateTyping {
       }
     }[]
   ]
-  users?: {}
+  users?: Record<string, unknown>
 }
 /**
  * A read receipt: sender_id read the messages of target.recipient_id up to last_read_event_id. Direction is 'sent' when sender_id is the filtered user (they read), else 'received'.
@@ -154,7 +154,7 @@ export interface EventsActivityDmRead {
       last_read_event_id: string
     }[]
   ]
-  users?: {}
+  users?: Record<string, unknown>
 }
 /**
  * A direct message received by the filtered user. Direction is 'sent' when message_create.sender_id is the filtered user, else 'received'. Keyword filters search message_data.text.
@@ -178,7 +178,7 @@ export interface EventsActivityDmReceived {
         sender_id: string
         message_data: {
           text: string
-          entities?: {}
+          entities?: Record<string, unknown>
         }
       }
     },
@@ -193,7 +193,7 @@ export interface EventsActivityDmReceived {
         sender_id: string
         message_data: {
           text: string
-          entities?: {}
+          entities?: Record<string, unknown>
         }
       }
     }[]
@@ -201,7 +201,7 @@ export interface EventsActivityDmReceived {
   /**
    * Users by id, each {data: User}.
    */
-  users?: {}
+  users?: Record<string, unknown>
 }
 /**
  * A direct message sent by the filtered user. Direction is 'sent' when message_create.sender_id is the filtered user, else 'received'. Keyword filters search message_data.text.
@@ -225,7 +225,7 @@ export interface EventsActivityDmSent {
         sender_id: string
         message_data: {
           text: string
-          entities?: {}
+          entities?: Record<string, unknown>
         }
       }
     },
@@ -240,7 +240,7 @@ export interface EventsActivityDmSent {
         sender_id: string
         message_data: {
           text: string
-          entities?: {}
+          entities?: Record<string, unknown>
         }
       }
     }[]
@@ -248,7 +248,7 @@ export interface EventsActivityDmSent {
   /**
    * Users by id, each {data: User}.
    */
-  users?: {}
+  users?: Record<string, unknown>
 }
 /**
  * A post object (v2 Tweet shape). Keyword filters search text and note_tweet.text. Posts created through the advertising interface are published with this payload by the gateway.
@@ -267,8 +267,8 @@ export interface EventsActivityPostCreate {
   note_tweet?: {
     text?: string
   }
-  entities?: {}
-  public_metrics?: {}
+  entities?: Record<string, unknown>
+  public_metrics?: Record<string, unknown>
   referenced_tweets?: {
     type: string
     id: string
@@ -428,14 +428,37 @@ export interface EventsAdsEntityChanges {
         }
       | undefined
   }
-  entity_data: {}
+  entity_data: Record<string, unknown>
 }
 /**
+ * Produced by the webhooks service (key: webhook id) when a delivery exhausted WEBHOOK_RETRY_SCHEDULE or the webhook answered 410 Gone. The delivery also stays in the delivery log as `failed`, where an operator can re-send it.
+ *
  * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
- * via the `definition` "HttpActivityStream".
+ * via the `definition` "EventsWebhookDeadLetter".
  */
-export interface HttpActivityStream {
-  [k: string]: unknown | undefined
+export interface EventsWebhookDeadLetter {
+  delivery_id: string
+  webhook_id: string
+  app_id: string
+  /**
+   * activity: a match of an activity subscription; account-activity: an Account Activity user subscription
+   */
+  source: 'activity' | 'account-activity'
+  event_uuid?: string
+  for_user_id?: string
+  /**
+   * exhausted: every attempt of the retry schedule failed; gone: the webhook answered 410
+   */
+  reason: 'exhausted' | 'gone'
+  attempts: number
+  last_status?: number
+  last_error: string
+  created_at: string
+  dead_at: string
+  /**
+   * The exact request body the webhook was sent (and its signature covers)
+   */
+  body: string
 }
 /**
  * Request shapes of the activity service (platform-facts §5). event_type is checked by the route against the list of event kinds and the deprecated PascalCase aliases, and direction against the event kind, so their errors can name the accepted values.
@@ -457,4 +480,36 @@ export interface Filter {
    * sent|received (also outbound|inbound); only for dm events.
    */
   direction?: string
+}
+/**
+ * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
+ * via the `definition` "HttpWebhooksAdminReplayRequest".
+ */
+export interface HttpWebhooksAdminReplayRequest {
+  from_date: string
+  to_date: string
+}
+/**
+ * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
+ * via the `definition` "HttpWebhooksCreateRequest".
+ */
+export interface HttpWebhooksCreateRequest {
+  url: string
+}
+/**
+ * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
+ * via the `definition` "HttpWebhooksReplayRequest".
+ */
+export interface HttpWebhooksReplayRequest {
+  webhook_id: string
+  from_date: string
+  to_date: string
+}
+/**
+ * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
+ * via the `definition` "HttpWebhooksResendRequest".
+ */
+export interface HttpWebhooksResendRequest {
+  since: string
+  status?: 'failed' | 'delivered' | 'cancelled'
 }
