@@ -379,6 +379,10 @@ class KafkaBusConsumer implements Consumer {
       // stopped for good while the process looks healthy. Restart it here instead.
       if (!event.payload.restart) this.scheduleRecovery()
     })
+    // Back in a group: a later crash starts again from the shortest delay.
+    this.consumer.on(this.consumer.events.GROUP_JOIN, () => {
+      this.recoveries = 0
+    })
   }
 
   /** Reconnects and runs a consumer kafkajs gave up on, with a growing delay, until closed. */
@@ -392,16 +396,12 @@ class KafkaBusConsumer implements Consumer {
       this.log.warn({ group: this.groupId, attempt: this.recoveries }, 'restarting the crashed consumer')
       this.consumer
         .connect()
-        .then(() => this.consumer.run(this.runConfig()))
-        .then(
-          () => {
-            this.recoveries = 0
-          },
-          (err: unknown) => {
-            this.log.error({ err, group: this.groupId }, 'consumer restart failed; trying again')
-            this.scheduleRecovery()
-          }
-        )
+        // Closed meanwhile: close() disconnects it; running it now would outlive the bus.
+        .then(() => (this.closing ? undefined : this.consumer.run(this.runConfig())))
+        .catch((err: unknown) => {
+          this.log.error({ err, group: this.groupId }, 'consumer restart failed; trying again')
+          this.scheduleRecovery()
+        })
     }, delay)
   }
 

@@ -1,0 +1,89 @@
+import t, { type Test } from 'tap'
+import { eventually, sleep } from '../support/util'
+import { LoadGenerator } from './support/load'
+import { OPERATOR_TOKEN, startSystem, watchDeadLetters, type System } from './support/system'
+import { setUpTenant, type Tenant } from './support/tenant'
+import { expectEveryEventAccountedFor } from './support/verify'
+
+/**
+ * Fault tests (issue 9) of what the services depend on, one system (one
+ * process per service, Redis, a 3-broker Kafka cluster) through four
+ * scenarios in a row, each under a steady stream of activity events and
+ * ending with published = delivered + reported missing:
+ *  - a Kafka broker down and back;
+ *  - Redis restarted: every service recovers without being restarted;
+ *  - the customer's webhook receiver down for a while: the retry schedule
+ *    (shortened) delivers everything once it is back;
+ *  - the receiver down for longer than the whole schedule: every delivery is
+ *    reported missing on `webhook.dead-letter`, none silently dropped.
+ */
+
+const SERVICES = [
+  { name: 'gateway', instances: 1 },
+  { name: 'webhooks', instances: 1 },
+  { name: 'activity', instances: 1 },
+  { name: 'stream', instances: 1 },
+  { name: 'account-history', instances: 1 }
+]
+
+function steadyLoad(system: System, tenant: Tenant): LoadGenerator {
+  return new LoadGenerator({ targets: () => system.urls('activity'), operatorToken: OPERATOR_TOKEN, users: tenant.followed, rate: 30 }).start()
+}
+
+/** No process was restarted by anyone, and each answers /readyz again. */
+async function recoveredInPlace(t: Test, system: System, label: string): Promise<void> {
+  const ready = await Promise.all(system.processes.map(async (p) => [p, await eventually(() => p.probe('/readyz'), 30_000, 200).then(() => true, () => false)] as const))
+  for (const [p, ok] of ready) t.ok(ok && p.starts === 1, `${label}: ${p.name} is ready again without a restart`)
+}
+
+t.test('Kafka broker, Redis and webhook receiver outages lose nothing', { timeout: 225_000 }, async (t) => {
+  const system = await startSystem(t, { services: SERVICES })
+  const deadLetters = await watchDeadLetters(t, system)
+  const tenant = await setUpTenant(t, system)
+
+  await t.test('a Kafka broker down and back', async (t) => {
+    const load = steadyLoad(system, tenant)
+    t.teardown(() => load.stop(0))
+    await sleep(1500)
+    await system.kafka.setBrokerDown(1)
+    await sleep(5000)
+    await system.kafka.setBrokerUp(1)
+    await sleep(1500)
+    await load.stop()
+    await expectEveryEventAccountedFor(t, 'broker 1 down for 5 s', { system, tenant, load, deadLetters, timeoutMs: 60_000 })
+    await recoveredInPlace(t, system, 'after the broker outage')
+  })
+
+  await t.test('Redis restarted', async (t) => {
+    const load = steadyLoad(system, tenant)
+    t.teardown(() => load.stop(0))
+    await sleep(1500)
+    await system.redis.restart({ downMs: 2000 })
+    await sleep(1500)
+    await load.stop()
+    await expectEveryEventAccountedFor(t, 'Redis down for 2 s', { system, tenant, load, deadLetters, timeoutMs: 60_000 })
+    await recoveredInPlace(t, system, 'after the Redis restart')
+  })
+
+  await t.test('webhook receiver down for a while, then back', async (t) => {
+    const load = steadyLoad(system, tenant)
+    t.teardown(() => load.stop(0))
+    await sleep(1000)
+    await tenant.receiver.down()
+    await sleep(4000)
+    await tenant.receiver.up()
+    await sleep(1000)
+    await load.stop()
+    // The retry schedule (0,200ms,500ms,1s,2s,2s,2s,2s) spans about 10 s: everything is in by then.
+    await expectEveryEventAccountedFor(t, 'receiver down for 4 s', { system, tenant, load, deadLetters, timeoutMs: 30_000 })
+  })
+
+  await t.test('webhook receiver down past the whole retry schedule: everything reported missing', async (t) => {
+    await tenant.receiver.down()
+    const load = new LoadGenerator({ targets: () => system.urls('activity'), operatorToken: OPERATOR_TOKEN, users: tenant.followed, rate: 0 })
+    await load.burst(40)
+    await load.stop()
+    await expectEveryEventAccountedFor(t, 'receiver down for good', { system, tenant, load, deadLetters, expectReportedMissing: 'all', timeoutMs: 45_000 })
+    await tenant.receiver.up()
+  })
+})

@@ -1,0 +1,161 @@
+/**
+ * A steady stream of `post.create` activity events through the operator
+ * ingest route (POST /admin/activity/events, NDJSON batches), the way an
+ * upstream producer feeds the system.
+ *
+ * The generator names every event itself (`event_uuid`), so it can retry a
+ * batch that failed or whose answer was lost (to the next activity instance:
+ * a client-side load balancer) until one is acknowledged: an event counts as
+ * published only then. A retried batch that had in fact been published
+ * reaches the receiver twice; the receiver dedupes on `event_uuid`.
+ */
+
+export interface LoadOptions {
+  /** Base URLs of the activity instances, read at every attempt (instances come and go). */
+  targets: () => string[]
+  operatorToken: string
+  /** user_id of each event, in turn. */
+  users: string[]
+  /** Events per second. */
+  rate: number
+  /** Batches per second (the rate is spread over them). */
+  batchesPerSecond?: number
+  /** Per-request timeout. */
+  requestTimeoutMs?: number
+}
+
+export interface LoadStats {
+  /** Acknowledged events (event_uuid -> user_id). */
+  published: Map<string, string>
+  /** Events generated (acknowledged or still being retried). */
+  generated: number
+  /** Failed requests that were retried. */
+  retries: number
+  /** Status codes / error names of failed requests, with counts. */
+  failures: Record<string, number>
+}
+
+let runCounter = 0
+
+export class LoadGenerator {
+  readonly published = new Map<string, string>()
+  generated = 0
+  retries = 0
+  /** Slowest acknowledged request (ms): how long producers waited during a fault. */
+  slowestMs = 0
+  readonly failures: Record<string, number> = {}
+  /** Set when the system refused a generated batch as invalid (a 4xx): the test fails with it. */
+  refused: Error | undefined
+  private timer: NodeJS.Timeout | undefined
+  private readonly pending = new Set<Promise<void>>()
+  private readonly prefix: string
+  private seq = 0
+  private next = 0
+  private giveUpAt = Number.POSITIVE_INFINITY
+
+  constructor(private readonly options: LoadOptions) {
+    runCounter++
+    // 13 digits of time + 2 of run + 4 of sequence: unique, numeric, 19 digits.
+    this.prefix = `${Date.now()}${String(runCounter % 100).padStart(2, '0')}`
+  }
+
+  start(): this {
+    const perSecond = this.options.batchesPerSecond ?? 10
+    const size = Math.max(1, Math.round(this.options.rate / perSecond))
+    this.timer = setInterval(() => this.fire(size), Math.round(1000 / perSecond))
+    return this
+  }
+
+  /** Sends `count` events at once (outside the steady rate). */
+  burst(count: number): Promise<void> {
+    return this.fire(count)
+  }
+
+  /**
+   * Stops generating and waits until every generated batch is acknowledged
+   * (or `timeoutMs` passes: the unacknowledged ones stay out of `published`).
+   */
+  async stop(timeoutMs = 60_000): Promise<void> {
+    if (this.timer) clearInterval(this.timer)
+    this.timer = undefined
+    this.giveUpAt = Date.now() + timeoutMs
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending])
+  }
+
+  get unacknowledged(): number {
+    return this.generated - this.published.size
+  }
+
+  stats(): LoadStats {
+    return { published: this.published, generated: this.generated, retries: this.retries, failures: this.failures }
+  }
+
+  private fire(count: number): Promise<void> {
+    const events: Array<{ uuid: string; user: string; line: string }> = []
+    const now = new Date().toISOString()
+    for (let i = 0; i < count; i++) {
+      this.seq++
+      const uuid = `${this.prefix}${String(this.seq).padStart(4, '0')}`
+      const user = this.options.users[this.seq % this.options.users.length] as string
+      const event = {
+        event_uuid: uuid,
+        event_type: 'post.create',
+        user_id: user,
+        created_at: now,
+        payload: { id: uuid, text: `fault test post ${this.seq}`, author_id: user, created_at: now }
+      }
+      events.push({ uuid, user, line: JSON.stringify(event) })
+    }
+    this.generated += count
+    const body = `${events.map((e) => e.line).join('\n')}\n`
+    const run = this.send(body).then(
+      (ok) => {
+        if (ok) for (const e of events) this.published.set(e.uuid, e.user)
+      },
+      (err: unknown) => {
+        this.refused ??= err as Error
+      }
+    )
+    this.pending.add(run)
+    void run.finally(() => this.pending.delete(run))
+    return run
+  }
+
+  /** Posts `body` until an instance acknowledges it; false when it gave up (stop's deadline). */
+  private async send(body: string): Promise<boolean> {
+    const timeout = this.options.requestTimeoutMs ?? 5000
+    for (let attempt = 0; ; attempt++) {
+      const targets = this.options.targets()
+      const target = targets.length > 0 ? targets[this.next++ % targets.length] : undefined
+      if (target !== undefined) {
+        const sentAt = Date.now()
+        try {
+          const res = await fetch(`${target}/admin/activity/events`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${this.options.operatorToken}`, 'content-type': 'application/x-ndjson' },
+            body,
+            signal: AbortSignal.timeout(timeout)
+          })
+          await res.arrayBuffer()
+          if (res.status === 200) {
+            this.slowestMs = Math.max(this.slowestMs, Date.now() - sentAt)
+            return true
+          }
+          this.fail(String(res.status))
+          // A refusal of the batch itself would repeat forever: only overload and outages are retried.
+          if (res.status < 500 && res.status !== 429) throw new Error(`ingest refused a generated batch with ${res.status}`)
+        } catch (err) {
+          if ((err as Error).message.startsWith('ingest refused')) throw err
+          this.fail((err as Error).name === 'TimeoutError' ? 'timeout' : 'connection')
+        }
+      } else this.fail('no instance')
+      if (Date.now() > this.giveUpAt) return false
+      this.retries++
+      await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** Math.min(attempt, 4))))
+    }
+  }
+
+  private fail(reason: string): void {
+    this.failures[reason] = (this.failures[reason] ?? 0) + 1
+  }
+}
