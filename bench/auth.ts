@@ -18,7 +18,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { Pool } from 'undici'
-import { percentEncode, sign } from '../services/common/auth/oauth1'
+import { authorizationHeader } from '../services/common/auth/oauth1'
 import type { AccessToken, App } from '../services/common/auth/records'
 import { loadConfig } from '../services/common/config'
 import { createContext } from '../services/common/context'
@@ -43,16 +43,7 @@ const benchService: ServiceDefinition = {
 }
 
 function oauthHeader(method: string, url: string, app: App, token: AccessToken): string {
-  const params: Record<string, string> = {
-    oauth_consumer_key: app.consumer_key,
-    oauth_nonce: newSecret(16),
-    oauth_signature_method: 'HMAC-SHA1',
-    oauth_timestamp: String(Math.floor(Date.now() / 1000)),
-    oauth_token: token.token,
-    oauth_version: '1.0'
-  }
-  params.oauth_signature = sign(method, url, Object.entries(params), app.consumer_secret, token.secret)
-  return `OAuth ${Object.entries(params).map(([k, v]) => `${k}="${percentEncode(v)}"`).join(', ')}`
+  return authorizationHeader(method, url, { key: app.consumer_key, secret: app.consumer_secret }, { key: token.token, secret: token.secret })
 }
 
 interface Result {

@@ -25,7 +25,7 @@ import path from 'node:path'
 import readline from 'node:readline'
 import autocannon from 'autocannon'
 import Fastify from 'fastify'
-import { percentEncode, sign } from '../services/common/auth/oauth1'
+import { authorizationHeader } from '../services/common/auth/oauth1'
 import type { AccessToken, App } from '../services/common/auth/records'
 import { loadConfig } from '../services/common/config'
 import { createContext } from '../services/common/context'
@@ -119,16 +119,7 @@ async function stopChild(child: Child): Promise<void> {
 }
 
 function oauthHeader(method: string, url: string, app: App, token: AccessToken): string {
-  const params: Record<string, string> = {
-    oauth_consumer_key: app.consumer_key,
-    oauth_nonce: newSecret(16),
-    oauth_signature_method: 'HMAC-SHA1',
-    oauth_timestamp: String(Math.floor(Date.now() / 1000)),
-    oauth_token: token.token,
-    oauth_version: '1.0'
-  }
-  params.oauth_signature = sign(method, url, Object.entries(params), app.consumer_secret, token.secret)
-  return `OAuth ${Object.entries(params).map(([k, v]) => `${k}="${percentEncode(v)}"`).join(', ')}`
+  return authorizationHeader(method, url, { key: app.consumer_key, secret: app.consumer_secret }, { key: token.token, secret: token.secret })
 }
 
 interface Row {

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto'
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 
 /**
  * OAuth 1.0a signatures per RFC 5849 §3.4 (HMAC-SHA1), as the public
@@ -112,4 +112,24 @@ export function safeEqual(a: string, b: string): boolean {
     return false
   }
   return timingSafeEqual(ab, bb)
+}
+
+/**
+ * A client's `Authorization: OAuth ...` header for a request without form
+ * parameters (query parameters must be part of `url`): used by operator tools
+ * and benchmarks that act as a signed client.
+ */
+export function authorizationHeader(method: string, url: string, consumer: { key: string; secret: string }, token: { key: string; secret: string }): string {
+  const params: Record<string, string> = {
+    oauth_consumer_key: consumer.key,
+    oauth_nonce: randomBytes(16).toString('base64url'),
+    oauth_signature_method: 'HMAC-SHA1',
+    oauth_timestamp: String(Math.floor(Date.now() / 1000)),
+    oauth_token: token.key,
+    oauth_version: '1.0'
+  }
+  const u = new URL(url)
+  const pairs: ParamPair[] = [...Object.entries(params), ...formPairs(u.search.slice(1))]
+  params.oauth_signature = sign(method, url, pairs, consumer.secret, token.secret)
+  return `OAuth ${Object.entries(params).map(([k, v]) => `${k}="${percentEncode(v)}"`).join(', ')}`
 }
