@@ -279,7 +279,8 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
     const route = request.routeOptions.url ?? 'unknown'
     ctx.httpMetrics.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000)
     const level = reply.statusCode >= 500 ? 'error' : 'info'
-    request.log[level]({ reqId: request.id, method: request.method, url: redactUrl(request.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request')
+    // request.log is a child logger that already carries reqId.
+    request.log[level]({ method: request.method, url: redactUrl(request.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request')
   })
 
   registerAuthentication(app, new Authenticator(ctx.store, config), options.publicUrl)

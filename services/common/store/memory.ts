@@ -1,5 +1,6 @@
 import fs from 'node:fs'
 import path from 'node:path'
+import { JsonValues } from './json'
 import type { RangeOptions, ScoredMember, Store, StoreOp } from './types'
 
 /**
@@ -86,7 +87,7 @@ const OP_TYPES: Record<'hset' | 'hdel' | 'sadd' | 'srem' | 'zadd' | 'zrem', Valu
   zrem: 'zset'
 }
 
-export class MemoryStore implements Store {
+export class MemoryStore extends JsonValues implements Store {
   readonly kind = 'memory' as const
   private data = new Map<string, Entry>()
   private journalFd: number | undefined
@@ -94,7 +95,9 @@ export class MemoryStore implements Store {
   private closed = false
   private sweepTimer: NodeJS.Timeout | undefined
 
-  private constructor(private readonly dir: string | undefined) {}
+  private constructor(private readonly dir: string | undefined) {
+    super()
+  }
 
   /** Opens a store; with `dir`, state is loaded from and journaled to it. */
   static async open(dir?: string): Promise<MemoryStore> {
@@ -412,22 +415,6 @@ export class MemoryStore implements Store {
     return e.expiresAt === undefined ? -1 : Math.max(0, e.expiresAt - Date.now())
   }
 
-  async getJson<T>(key: string): Promise<T | undefined> {
-    const raw = await this.get(key)
-    return raw === undefined ? undefined : (JSON.parse(raw) as T)
-  }
-
-  async mgetJson<T>(keys: string[]): Promise<Array<T | undefined>> {
-    return (await this.mget(keys)).map((raw) => (raw === undefined ? undefined : (JSON.parse(raw) as T)))
-  }
-
-  async setJson(key: string, value: unknown, ttlMs?: number): Promise<void> {
-    await this.set(key, JSON.stringify(value), ttlMs)
-  }
-
-  async setJsonIfAbsent(key: string, value: unknown, ttlMs?: number): Promise<boolean> {
-    return this.setIfAbsent(key, JSON.stringify(value), ttlMs)
-  }
 
   async incr(key: string, by = 1, ttlMs?: number): Promise<number> {
     const isNew = this.live(key) === undefined

@@ -1,4 +1,5 @@
 import Redis from 'ioredis'
+import { JsonValues } from './json'
 import type { Logger } from 'pino'
 import type { RangeOptions, ScoredMember, Store, StoreOp } from './types'
 
@@ -154,14 +155,16 @@ export function redactRedisUrl(url: string): string {
   return url.replace(/(\/\/[^:/@]*:)[^@/]*@/, '$1***@')
 }
 
-export class RedisStore implements Store {
+export class RedisStore extends JsonValues implements Store {
   readonly kind = 'redis' as const
   private closed = false
 
   private constructor(
     private readonly redis: ScriptedRedis,
     private readonly log: Logger
-  ) {}
+  ) {
+    super()
+  }
 
   /** Connects and waits until Redis answers (at most 10 s by default), then stays connected through outages. */
   static async connect(url: string, log: Logger, options: { connectTimeoutMs?: number } = {}): Promise<RedisStore> {
@@ -254,22 +257,6 @@ export class RedisStore implements Store {
     return this.r.pttl(key)
   }
 
-  async getJson<T>(key: string): Promise<T | undefined> {
-    const raw = await this.get(key)
-    return raw === undefined ? undefined : (JSON.parse(raw) as T)
-  }
-
-  async mgetJson<T>(keys: string[]): Promise<Array<T | undefined>> {
-    return (await this.mget(keys)).map((raw) => (raw === undefined ? undefined : (JSON.parse(raw) as T)))
-  }
-
-  async setJson(key: string, value: unknown, ttlMs?: number): Promise<void> {
-    await this.set(key, JSON.stringify(value), ttlMs)
-  }
-
-  async setJsonIfAbsent(key: string, value: unknown, ttlMs?: number): Promise<boolean> {
-    return this.setIfAbsent(key, JSON.stringify(value), ttlMs)
-  }
 
   async incr(key: string, by = 1, ttlMs?: number): Promise<number> {
     if (!Number.isFinite(by)) throw new TypeError(`increment must be a finite number, got ${by}`)
