@@ -127,10 +127,23 @@ t.test('components: rules, card types, slides, list, read, update, delete', asyn
     ['seven slides', { name: 'x', slides: Array(7).fill([media, website()]) }, 400, 'INVALID_PARAMETER', 'slides'],
     ['swipeable in a slide', { name: 'x', slides: [[{ type: 'SWIPEABLE_MEDIA', media_keys: [img1, img2] }, website()], [media, website()]] }, 400, 'INVALID_PARAMETER', 'slides[0][0].type'],
     ['app in a slide', { name: 'x', slides: [[media, website()], [media, button()]] }, 400, 'INVALID_PARAMETER', 'slides[1][1].type'],
-    ['bad slide contents', { name: 'x', slides: [[media, website()], [media, { type: 'DETAILS', title: 'T' }]] }, 400, 'MISSING_PARAMETER', 'slides[1][1].destination']
+    ['bad slide contents', { name: 'x', slides: [[media, website()], [media, { type: 'DETAILS', title: 'T' }]] }, 400, 'MISSING_PARAMETER', 'slides[1][1].destination'],
+    // Names of Object's own members are plain unknown values, never a lookup into Object.prototype.
+    ['type toString', { name: 'x', components: [{ type: 'toString' }, website()] }, 400, 'INVALID_PARAMETER', 'components[0].type'],
+    ['type constructor', { name: 'x', components: [media, { type: 'constructor' }] }, 400, 'INVALID_PARAMETER', 'components[1].type'],
+    ['type __proto__', { name: 'x', components: [{ type: '__proto__' }, website()] }, 400, 'INVALID_PARAMETER', 'components[0].type'],
+    ['type hasOwnProperty', { name: 'x', components: [{ type: 'hasOwnProperty' }, website()] }, 400, 'INVALID_PARAMETER', 'components[0].type'],
+    ['app destination key constructor', { name: 'x', components: [media, button({ type: 'APP', country_code: 'US', androidstore_app_id: 'com.a.b', constructor: 'x' })] }, 400, 'INVALID_PARAMETER', 'components[1].destination.constructor'],
+    ['app destination key toString', { name: 'x', components: [media, button({ type: 'APP', country_code: 'US', androidstore_app_id: 'com.a.b', toString: 'x' })] }, 400, 'INVALID_PARAMETER', 'components[1].destination.toString'],
+    ['website destination key valueOf', { name: 'x', components: [media, { type: 'DETAILS', title: 'T', destination: { type: 'WEBSITE', url: 'https://a.b', valueOf: 1 } }] }, 400, 'INVALID_PARAMETER', 'components[1].destination.valueOf']
   ]
   for (const [label, body, status, code, parameter] of rules) expectAdsError(t, await create(body), status, code, parameter, label)
   expectAdsError(t, await oauth1Request('POST', cards, id, { query: { name: 'x' } }), 400, 'INVALID_PARAMETER', 'content-type', 'JSON body required')
+  // A `__proto__` key in the JSON text is refused whole, never merged into the object's prototype.
+  const poisoned: unknown = JSON.parse('{"type":"APP","__proto__":{"country_code":"US","androidstore_app_id":"com.a.b"}}')
+  const protoKey = await create({ name: 'x', components: [media, { type: 'BUTTON', label: { type: 'ENUM', value: 'OPEN' }, destination: poisoned }] })
+  t.equal(protoKey.status, 400, `__proto__ key: ${protoKey.text.slice(0, 200)}`)
+  t.match(protoKey.json(), { errors: [{ code: /^[A-Z_]+$/ }] }, '__proto__ key: ads error envelope')
   t.equal((await create({ name: 'n'.repeat(80), components: [media, website('t'.repeat(70))] })).status, 200, 'name 80 and title 70 are accepted')
 
   // List: filters, count bounds, q prefix (case-insensitive).

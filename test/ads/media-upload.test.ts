@@ -123,6 +123,9 @@ t.test('refusals name their parameter', async (t) => {
 
   invalidParameter(t, await upload(rt.baseUrl, id, Buffer.from('just some text, not an image at all')), 'media', /Unsupported or malformed media/, 'not media')
   invalidParameter(t, await upload(rt.baseUrl, id, png(10, 10), { category: 'dm_image' }), 'media_category', /must be one of/, 'unknown category')
+  for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+    invalidParameter(t, await upload(rt.baseUrl, id, png(10, 10), { category: name }), 'media_category', /must be one of/, `category ${name}`)
+  }
   invalidParameter(t, await upload(rt.baseUrl, id, png(10, 10), { category: 'tweet_gif' }), 'media_category', /takes a GIF/, 'PNG as a GIF')
   invalidParameter(t, await upload(rt.baseUrl, id, png(10, 10), { category: 'tweet_video' }), 'media_category', /MP4/, 'PNG as a video')
   invalidParameter(t, await upload(rt.baseUrl, id, png(10, 10), { mediaType: 'image/jpeg' }), 'media_type', /file is image\/png/, 'claimed type differs')

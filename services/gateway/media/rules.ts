@@ -11,17 +11,21 @@ export type MediaCategory = (typeof MEDIA_CATEGORIES)[number]
 
 export type MediaType = 'IMAGE' | 'GIF' | 'VIDEO'
 
-/** The public platform's lowercase spellings; `amplify_video` is its name for promoted video. */
-const CATEGORY_ALIASES: Record<string, MediaCategory> = {
-  tweet_image: 'TWEET_IMAGE',
-  tweet_gif: 'TWEET_GIF',
-  tweet_video: 'TWEET_VIDEO',
-  promo_video: 'PROMO_VIDEO',
-  amplify_video: 'PROMO_VIDEO'
-}
+/**
+ * The public platform's lowercase spellings; `amplify_video` is its name for
+ * promoted video. A Map, not an object literal, so that a client's
+ * `constructor` or `__proto__` finds nothing instead of Object's own members.
+ */
+const CATEGORY_ALIASES: ReadonlyMap<string, MediaCategory> = new Map([
+  ['tweet_image', 'TWEET_IMAGE'],
+  ['tweet_gif', 'TWEET_GIF'],
+  ['tweet_video', 'TWEET_VIDEO'],
+  ['promo_video', 'PROMO_VIDEO'],
+  ['amplify_video', 'PROMO_VIDEO']
+])
 
 export function parseCategory(raw: string): MediaCategory | undefined {
-  return CATEGORY_ALIASES[raw.trim().toLowerCase()]
+  return CATEGORY_ALIASES.get(raw.trim().toLowerCase())
 }
 
 export const MEDIA_TYPE_OF: Record<MediaCategory, MediaType> = {

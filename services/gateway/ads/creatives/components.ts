@@ -57,8 +57,15 @@ const FIELDS: Record<Component['type'], string[]> = {
   BUTTON: ['type', 'label', 'destination']
 }
 
-/** The public documentation spells the Android fields `googleplay_*`; both spellings are accepted. */
-const APP_ALIASES: Record<string, string> = { googleplay_app_id: 'androidstore_app_id', googleplay_deep_link: 'androidstore_deep_link' }
+/**
+ * The public documentation spells the Android fields `googleplay_*`; both
+ * spellings are accepted. Maps (not object literals) so that client keys such
+ * as `constructor` or `toString` never reach Object's own members.
+ */
+const APP_ALIASES: ReadonlyMap<string, string> = new Map([
+  ['googleplay_app_id', 'androidstore_app_id'],
+  ['googleplay_deep_link', 'androidstore_deep_link']
+])
 const APP_FIELDS = ['type', 'country_code', 'androidstore_app_id', 'ios_app_store_identifier', 'androidstore_deep_link', 'ios_deep_link']
 
 const ANDROID_PACKAGE = /^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$/
@@ -99,11 +106,11 @@ function websiteDestination(raw: Record<string, unknown>, path: string): Website
 function appDestination(raw: Record<string, unknown>, path: string): AppDestination {
   const obj: Record<string, unknown> = {}
   for (const [k, v] of Object.entries(raw)) {
-    const name = APP_ALIASES[k] ?? k
-    if (name in obj) throw Ads.invalid(`${path}.${k}`, `${path}.${k} is given twice (as ${name} and its alias)`)
+    const name = APP_ALIASES.get(k) ?? k
+    if (!APP_FIELDS.includes(name)) throw Ads.invalid(`${path}.${k}`, `Unexpected field ${path}.${k}`)
+    if (Object.hasOwn(obj, name)) throw Ads.invalid(`${path}.${k}`, `${path}.${k} is given twice (as ${name} and its alias)`)
     obj[name] = v
   }
-  rejectUnknown(obj, APP_FIELDS, path)
   const country = requireString(obj, 'country_code', path)
   if (!COUNTRY_CODES.has(country)) throw Ads.invalid(`${path}.country_code`, `Invalid country_code "${country.slice(0, 10)}": expected an ISO 3166-1 alpha-2 code such as US`)
   const dest: AppDestination = { type: 'APP', country_code: country }
@@ -157,7 +164,7 @@ async function component(raw: unknown, path: string, resolve: MediaResolver): Pr
   if (!isObject(raw)) throw Ads.invalid(path, `Expected a component object for ${path}`)
   const type = raw.type
   if (type === undefined) throw Ads.missing(`${path}.type`)
-  if (typeof type !== 'string' || !(type in FIELDS)) throw Ads.invalid(`${path}.type`, `Expected one of MEDIA, SWIPEABLE_MEDIA, DETAILS, BUTTON for ${path}.type`)
+  if (typeof type !== 'string' || !Object.hasOwn(FIELDS, type)) throw Ads.invalid(`${path}.type`, `Expected one of MEDIA, SWIPEABLE_MEDIA, DETAILS, BUTTON for ${path}.type`)
   rejectUnknown(raw, FIELDS[type as Component['type']], path, (field) => {
     if (field === 'label') return 'Only BUTTON components take a label'
     if (field === 'destination') return `${type} components take no destination; DETAILS and BUTTON do`
