@@ -1,4 +1,8 @@
 import t from 'tap'
+import { TOPICS, type BusMessage } from '../../services/common/bus/types'
+import { lineItems } from '../../services/gateway/ads/campaigns/line-items'
+import type { EntityChange } from '../../services/gateway/ads/entities'
+import { eventually } from '../helper'
 import { adsFixture, createCampaign, createLineItem, expectError } from './campaigns-fixtures'
 
 /** Campaigns (CRUD) and funding instruments (read, list) as the public platform shapes them. */
@@ -115,4 +119,48 @@ t.test('funding instruments: list and read', async (t) => {
   // Creating and deleting instruments is sandbox-only.
   expectError(t, await f.call('POST', '/funding_instruments', { query: { currency: 'USD', start_time: '2030-01-01T00:00:00Z', type: 'CREDIT_CARD' } }), 404, 'ROUTE_NOT_FOUND', undefined)
   expectError(t, await f.call('DELETE', `/funding_instruments/${f.fi.id}`), 404, 'ROUTE_NOT_FOUND', undefined)
+})
+
+t.test('switching budget_optimization moves pacing between the campaign and its line items', async (t) => {
+  const f = await adsFixture(t)
+  const changes: EntityChange[] = []
+  const consumer = await f.rt.ctx.bus.subscribe({ groupId: 'pacing-changes', topics: [TOPICS.adsEntityChanges], handler: async (m: BusMessage) => { changes.push(m.value as EntityChange) } })
+  t.teardown(() => consumer.close())
+
+  const c = await createCampaign(f, { budget_optimization: 'LINE_ITEM' })
+  const campaignId = c.id as string
+  const item = await createLineItem(f, campaignId)
+  t.equal(item.standard_delivery, true, 'line items pace themselves under LINE_ITEM optimization')
+  const itemId = item.id as string
+  const read = async (): Promise<Record<string, unknown>> => (await f.call('GET', `/line_items/${itemId}`)).json<{ data: Record<string, unknown> }>().data
+
+  const toCampaign = await f.call('PUT', `/campaigns/${campaignId}`, { query: { budget_optimization: 'CAMPAIGN', standard_delivery: 'false' } })
+  t.equal(toCampaign.status, 200, toCampaign.text)
+  t.match(toCampaign.json<{ data: unknown }>().data, { budget_optimization: 'CAMPAIGN', standard_delivery: false })
+  t.equal((await read()).standard_delivery, null, 'the switch clears the line item pacing')
+  const cleared = await eventually(() => changes.find((e) => e.entity_type === 'LINE_ITEM' && e.entity_id === itemId && e.change_type === 'UPDATE'))
+  t.same(cleared.changes.standard_delivery, { old: true, new: null }, 'the clearing is published as a line item change')
+
+  // Every later edit of the line item works again (it used to fail on standard_delivery).
+  const renamed = await f.call('PUT', `/line_items/${itemId}`, { query: { name: 'after the switch' } })
+  t.equal(renamed.status, 200, renamed.text)
+  t.match(renamed.json<{ data: unknown }>().data, { name: 'after the switch', standard_delivery: null })
+  expectError(t, await f.call('PUT', `/line_items/${itemId}`, { query: { standard_delivery: 'true' } }), 400, 'INVALID_PARAMETER', 'standard_delivery')
+
+  // Back to LINE_ITEM: the campaign's pacing goes down to its line items.
+  const toLineItem = await f.call('PUT', `/campaigns/${campaignId}`, { query: { budget_optimization: 'LINE_ITEM' } })
+  t.equal(toLineItem.status, 200, toLineItem.text)
+  t.match(toLineItem.json<{ data: unknown }>().data, { budget_optimization: 'LINE_ITEM', standard_delivery: null })
+  t.equal((await read()).standard_delivery, false, 'the line item takes the campaign pacing (accelerated)')
+  const restored = await eventually(() => changes.find((e) => e.entity_type === 'LINE_ITEM' && e.entity_id === itemId && e.changes.standard_delivery?.new === false))
+  t.same(restored.changes.standard_delivery, { old: null, new: false })
+  t.equal((await f.call('PUT', `/line_items/${itemId}`, { query: { name: 'again', standard_delivery: 'true' } })).status, 200)
+
+  // Pacing stored under a CAMPAIGN campaign by an older version does not block edits either.
+  const legacyCampaign = await createCampaign(f)
+  const legacy = await createLineItem(f, legacyCampaign.id as string)
+  await lineItems(f.rt.ctx).update(f.account.id, legacy.id as string, { standard_delivery: true }, { user_id: f.id.user.id, platform: 'API' })
+  const healed = await f.call('PUT', `/line_items/${legacy.id as string}`, { query: { name: 'x' } })
+  t.equal(healed.status, 200, healed.text)
+  t.match(healed.json<{ data: unknown }>().data, { name: 'x', standard_delivery: null })
 })

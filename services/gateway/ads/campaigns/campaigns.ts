@@ -191,14 +191,38 @@ async function updateCampaign(ctx: ServiceContext, request: FastifyRequest, acco
   }
   checkBudgets(next.daily_budget_amount_local_micro, next.total_budget_amount_local_micro)
   checkTimes(next.start_time, next.end_time)
-  if (optimization === 'CAMPAIGN' && current.budget_optimization === 'LINE_ITEM') {
-    // Line item budgets only exist under LINE_ITEM optimization; refuse a switch that would strand them.
-    const items = (await lineItems(ctx).list(accountId)).filter((li) => li.campaign_id === campaignId && !li.deleted && li.daily_budget_amount_local_micro !== null)
-    if (items.length > 0) {
-      throw Ads.invalid('budget_optimization', `budget_optimization cannot become CAMPAIGN while line items (${items.map((li) => li.id).join(', ')}) carry a daily budget`)
-    }
+  if (optimization !== undefined && optimization !== current.budget_optimization) {
+    await movePacing(ctx, accountId, current, optimization, actorOf(request))
   }
   return repo.update(accountId, campaignId, patch, actorOf(request), { notFoundCode: 'CAMPAIGN_NOT_FOUND' })
+}
+
+/**
+ * Budget pacing (standard_delivery) lives where the budget is optimized: on
+ * the campaign under CAMPAIGN, on each line item under LINE_ITEM (the
+ * public reference: "only available when budget_optimization is ..."). A
+ * switch therefore moves it, as line item updates that publish their own
+ * entity changes: to CAMPAIGN clears the line items' pacing (the campaign
+ * takes `standard_delivery`, default true); to LINE_ITEM gives each line
+ * item the campaign's pacing. Line item daily budgets are money the
+ * advertiser chose, so a switch to CAMPAIGN is refused while any carries
+ * one rather than dropping it. The line items are updated before the
+ * campaign: if the campaign update then failed, null pacing under a
+ * LINE_ITEM campaign is still a valid, editable state.
+ */
+async function movePacing(ctx: ServiceContext, accountId: string, current: Campaign, to: BudgetOptimization, actor: ReturnType<typeof actorOf>): Promise<void> {
+  const repo = lineItems(ctx)
+  const live = (await repo.list(accountId)).filter((li) => li.campaign_id === current.id && !li.deleted)
+  if (to === 'CAMPAIGN') {
+    const budgeted = live.filter((li) => li.daily_budget_amount_local_micro !== null)
+    if (budgeted.length > 0) {
+      throw Ads.invalid('budget_optimization', `budget_optimization cannot become CAMPAIGN while line items (${budgeted.map((li) => li.id).join(', ')}) carry a daily budget`)
+    }
+    for (const li of live) if (li.standard_delivery !== null) await repo.update(accountId, li.id, { standard_delivery: null }, actor)
+    return
+  }
+  const pacing = current.standard_delivery ?? true
+  for (const li of live) if (li.standard_delivery === null) await repo.update(accountId, li.id, { standard_delivery: pacing }, actor)
 }
 
 export async function registerCampaignEntityRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {

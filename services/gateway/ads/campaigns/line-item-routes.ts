@@ -93,6 +93,9 @@ async function updateLineItem(ctx: ServiceContext, request: FastifyRequest, acco
   const { values, given } = readSettable(p, 'update')
   const campaign = await campaigns(ctx).require(accountId, current.campaign_id, { withDeleted: true, notFoundCode: 'CAMPAIGN_NOT_FOUND' })
   const next = applyDefaults({ ...current, ...values }, given)
+  // Pacing stored before a switch to CAMPAIGN optimization moved it (older data) is not the client's
+  // to fix: it is dropped here rather than failing every later update on standard_delivery.
+  if (campaign.budget_optimization !== 'LINE_ITEM' && !given.has('standard_delivery')) next.standard_delivery = null
   checkLineItem(next, campaign, given)
   const patch: Partial<LineItem> = {}
   for (const [k, v] of Object.entries(next) as Array<[keyof LineItem, unknown]>) {
