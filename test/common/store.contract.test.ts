@@ -112,6 +112,38 @@ function contract(suite: Test, store: () => Store): void {
     await t.rejects(s.incr(`${p}text`), 'a non-numeric value cannot be incremented')
   })
 
+  suite.test('incr and hincr accept the same number syntax on both stores', async (t) => {
+    const s = store()
+    const p = ns()
+    for (const bad of ['0x10', ' 5', '5 ', '+5', '05', '1.5', '', '9223372036854775807']) {
+      await s.set(`${p}bad`, bad)
+      await t.rejects(s.incr(`${p}bad`, 1), `integer incr of ${JSON.stringify(bad)} is refused`)
+      t.equal(await s.get(`${p}bad`), bad, 'and leaves the value alone')
+      await s.hset(`${p}hbad`, { f: bad })
+      await t.rejects(s.hincr(`${p}hbad`, 'f', 1), `integer hincr of ${JSON.stringify(bad)} is refused`)
+    }
+    // (Redis's INCRBYFLOAT reads with strtold, so it takes hex and long-double ranges: not part of the contract.)
+    for (const bad of [' 5', '5 ', 'abc', 'inf', '1.2.3']) {
+      await s.set(`${p}fbad`, bad)
+      await t.rejects(s.incr(`${p}fbad`, 0.5), `fractional incr of ${JSON.stringify(bad)} is refused`)
+    }
+    await s.set(`${p}good`, '-12')
+    t.equal(await s.incr(`${p}good`, 2), -10)
+    await s.set(`${p}float`, '1.25')
+    t.equal(await s.incr(`${p}float`, 0.5), 1.75)
+    await s.set(`${p}exp`, '2e2')
+    t.equal(await s.incr(`${p}exp`, 0.5), 200.5, 'exponent notation is a valid float')
+    await s.set(`${p}big`, '9223372036854775806')
+    t.equal(await s.get(`${p}big`), '9223372036854775806')
+    await s.incr(`${p}big`, 1)
+    t.equal(await s.get(`${p}big`), '9223372036854775807', 'counters are 64-bit exact')
+    await t.rejects(s.incr(`${p}big`, 1), 'an increment past 64 bits is refused')
+    await t.rejects(s.incr(`${p}nan`, Number.NaN), 'a NaN increment is refused')
+    t.equal(await s.exists(`${p}nan`), false)
+    await t.rejects(s.zadd(`${p}z`, Number.NaN, 'm'), /NaN/, 'a NaN score is refused')
+    t.equal(await s.exists(`${p}z`), false)
+  })
+
   suite.test('hashes', async (t) => {
     const s = store()
     const p = ns()
@@ -257,6 +289,24 @@ function contract(suite: Test, store: () => Store): void {
     t.equal(await s.get(`${p}first`), undefined, 'nothing of the failed batch was written')
     t.equal(await s.get(`${p}n`), '5')
     t.equal(await s.get(`${p}str`), 'text')
+
+    // An increment of a value that is not a number fails the whole batch, not just its own op.
+    await s.set(`${p}txt`, 'abc')
+    await t.rejects(s.batch([{ op: 'set', key: `${p}early`, value: 'x' }, { op: 'incr', key: `${p}txt`, by: 1 }]), /not an integer/)
+    t.equal(await s.get(`${p}early`), undefined, 'an incr of a non-numeric string refuses the whole batch')
+    await t.rejects(s.batch([{ op: 'set', key: `${p}early`, value: 'x' }, { op: 'set', key: `${p}v`, value: '0x10' }, { op: 'incr', key: `${p}v`, by: 1 }]))
+    await t.rejects(s.batch([{ op: 'set', key: `${p}early`, value: 'x' }, { op: 'set', key: `${p}v`, value: '7' }, { op: 'incr', key: `${p}v`, by: 0.5 }, { op: 'incr', key: `${p}v`, by: 1 }]))
+    t.equal(await s.get(`${p}early`), undefined, 'a value written earlier in the batch is what the incr checks (7 + 0.5 is no integer)')
+    t.equal(await s.get(`${p}v`), undefined)
+    await t.rejects(s.batch([{ op: 'set', key: `${p}early`, value: 'x' }, { op: 'set', key: `${p}v`, value: '9223372036854775807' }, { op: 'incr', key: `${p}v`, by: 1 }]))
+    t.equal(await s.get(`${p}early`), undefined, 'an overflowing incr refuses the whole batch')
+    await t.rejects(s.batch([{ op: 'set', key: `${p}early`, value: 'x' }, { op: 'zadd', key: `${p}z2`, score: Number.NaN, member: 'm' }]), /NaN/)
+    await t.rejects(s.batch([{ op: 'set', key: `${p}early`, value: 'x' }, { op: 'incr', key: `${p}n`, by: Number.NaN }]))
+    await t.rejects(s.batch([{ op: 'set', key: `${p}early`, value: 'x' }, { op: 'pexpire', key: `${p}n`, ttlMs: Number.NaN }]))
+    t.equal(await s.get(`${p}early`), undefined, 'NaN scores, increments and TTLs refuse the whole batch')
+    t.equal(await s.get(`${p}n`), '5')
+    await s.batch([{ op: 'set', key: `${p}f`, value: '1.5' }, { op: 'incr', key: `${p}f`, by: 0.5 }, { op: 'incr', key: `${p}f`, by: 1 }])
+    t.equal(await s.get(`${p}f`), '3', 'a fractional incr with an integral result can be followed by an integer incr')
 
     // A reader running alongside never sees half a batch.
     const pairs = Array.from({ length: 30 }, (_, i) => i)

@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { JsonValues } from './json'
+import { assertFiniteNumber, incremented } from './numbers'
 import type { RangeOptions, ScoredMember, Store, StoreOp } from './types'
 
 /**
@@ -283,12 +284,10 @@ export class MemoryStore extends JsonValues implements Store {
       case 'incr': {
         const e = this.live(r.key)
         if (e && e.value.t !== 'str') throw new Error(`WRONGTYPE key ${r.key} is not a string`)
-        const current = e ? Number((e.value as { v: string }).v) : 0
-        if (!Number.isFinite(current)) throw new Error(`ERR value of ${r.key} is not an integer`)
-        const next = current + r.by
-        if (e) (e.value as { v: string }).v = String(next)
-        else this.data.set(r.key, { value: { t: 'str', v: String(next) } })
-        return next
+        const next = incremented(e ? (e.value as { v: string }).v : undefined, r.by, r.key)
+        if (e) (e.value as { v: string }).v = next
+        else this.data.set(r.key, { value: { t: 'str', v: next } })
+        return Number(next)
       }
       case 'pexpire': {
         const e = this.live(r.key)
@@ -307,9 +306,9 @@ export class MemoryStore extends JsonValues implements Store {
 
   /**
    * Refuses a write list that would fail part-way (an op on a key of another
-   * type, an increment of a non-number) before anything is applied, so a
-   * batch is all or nothing and memory never diverges from the journal.
-   * Same rule as RedisStore's batch script.
+   * type, an increment of a non-number, a NaN score or TTL) before anything
+   * is applied, so a batch is all or nothing and memory never diverges from
+   * the journal. Same rules as RedisStore's batch script.
    */
   private validate(ops: StoreOp[]): void {
     const simulated = new Map<string, { t: Value['t'] | 'none'; v?: string }>()
@@ -324,21 +323,22 @@ export class MemoryStore extends JsonValues implements Store {
       const cur = current(op.key)
       switch (op.op) {
         case 'set':
+          if (op.ttlMs !== undefined) assertFiniteNumber(op.ttlMs, 'ttl')
           simulated.set(op.key, { t: 'str', v: op.value })
           break
         case 'del':
           simulated.set(op.key, { t: 'none' })
           break
         case 'pexpire':
+          assertFiniteNumber(op.ttlMs, 'ttl')
           break
         case 'incr': {
           if (cur.t !== 'none' && cur.t !== 'str') throw new Error(`WRONGTYPE key ${op.key} holds a ${cur.t}, not a str`)
-          const n = cur.t === 'none' ? 0 : Number(cur.v)
-          if (!Number.isFinite(n) || (cur.t === 'str' && cur.v?.trim() === '')) throw new Error(`ERR value of ${op.key} is not an integer`)
-          simulated.set(op.key, { t: 'str', v: String(n + op.by) })
+          simulated.set(op.key, { t: 'str', v: incremented(cur.v, op.by, op.key) })
           break
         }
         default: {
+          if (op.op === 'zadd') assertScore(op.score)
           const need = OP_TYPES[op.op]
           if (cur.t !== 'none' && cur.t !== need) throw new Error(`WRONGTYPE key ${op.key} holds a ${cur.t}, not a ${need}`)
           if (op.op === 'hset' || op.op === 'sadd' || op.op === 'zadd') simulated.set(op.key, { t: need })
@@ -443,12 +443,9 @@ export class MemoryStore extends JsonValues implements Store {
 
   async hincr(key: string, field: string, by = 1): Promise<number> {
     // Read and write in one synchronous step: no other call can interleave.
-    const raw = this.typed(key, 'hash', false)?.v.get(field) ?? '0'
-    const current = Number(raw)
-    if (!Number.isFinite(current) || raw.trim() === '') throw new Error(`ERR hash value of ${key} ${field} is not a number`)
-    const next = current + by
-    this.write([{ op: 'hset', key, fields: { [field]: String(next) } }])
-    return next
+    const next = incremented(this.typed(key, 'hash', false)?.v.get(field), by, `${key} ${field}`)
+    this.write([{ op: 'hset', key, fields: { [field]: next } }])
+    return Number(next)
   }
 
   async sadd(key: string, ...members: string[]): Promise<number> {
@@ -553,6 +550,11 @@ export class MemoryStore extends JsonValues implements Store {
       this.journalFd = undefined
     }
   }
+}
+
+/** Scores may be ±Infinity (Redis's -inf/+inf) but never NaN, which Redis refuses. */
+function assertScore(score: number): void {
+  if (Number.isNaN(score)) throw new TypeError('score must be a number, got NaN')
 }
 
 interface SnapshotEntry {

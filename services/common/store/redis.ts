@@ -1,5 +1,6 @@
 import Redis from 'ioredis'
 import { JsonValues } from './json'
+import { assertFiniteNumber, isIntegerIncrement } from './numbers'
 import type { Logger } from 'pino'
 import type { RangeOptions, ScoredMember, Store, StoreOp } from './types'
 
@@ -14,9 +15,12 @@ import type { RangeOptions, ScoredMember, Store, StoreOp } from './types'
  * Redis is unreachable, which is what readiness checks want.
  *
  * Atomicity: multi-step operations (incr with TTL, zpopByScore, batch) are
- * Lua scripts, which Redis runs without interleaving. `batch` checks every
- * key's type before writing anything, so a batch either applies entirely or
- * is refused (Redis itself never rolls back half a script).
+ * Lua scripts, which Redis runs without interleaving. Redis never rolls back
+ * half a script, so `batch` first simulates every op (key types, and the
+ * value each increment would read, with Redis's number syntax: see
+ * numbers.ts) and writes nothing unless every op would succeed. Arguments
+ * Redis would refuse (NaN scores, increments or TTLs) are refused here
+ * before the script is sent.
  */
 
 const RECONNECT_MIN_MS = 50
@@ -53,16 +57,67 @@ local function typeof(k)
   if types[k] == nil then types[k] = redis.call('TYPE', k).ok end
   return types[k]
 end
+-- What INCRBY / INCRBYFLOAT would read: 'int' (canonical 64-bit integer, as Redis's
+-- string2ll accepts), 'float' (plain decimal), or 'text'; with its numeric value.
+local INT64 = 9223372036854775807
+local function isint(v)
+  if v == '0' then return true end
+  if string.find(v, '^%-?[1-9]%d*$') == nil then return false end
+  local digits = string.gsub(v, '^%-', '')
+  if #digits ~= 19 then return #digits < 19 end
+  if string.sub(v, 1, 1) == '-' then return digits <= '9223372036854775808' end
+  return digits <= '9223372036854775807'
+end
+local function isdecimal(v)
+  local mantissa = string.match(v, '^(.-)[eE][-+]?%d+$') or v
+  return (string.find(mantissa, '^[-+]?%d+%.?%d*$') ~= nil or string.find(mantissa, '^[-+]?%.%d+$') ~= nil)
+end
+local function classify(v)
+  if isint(v) then return { kind = 'int', num = tonumber(v) } end
+  local n = tonumber(v)
+  if isdecimal(v) and n ~= nil and n == n and n ~= math.huge and n ~= -math.huge then return { kind = 'float', num = n } end
+  return { kind = 'text', num = 0 }
+end
+local values = {}
+local function valueof(k)
+  if values[k] == nil then
+    if typeof(k) == 'string' then values[k] = classify(redis.call('GET', k)) else values[k] = { kind = 'none', num = 0 } end
+  end
+  return values[k]
+end
+local function refuse(i, op, why)
+  return redis.error_reply('ERR batch op ' .. i .. ' (' .. op.op .. ') on key ' .. op.key .. ': ' .. why)
+end
 for i, op in ipairs(ops) do
   local t = typeof(op.key)
   local need = needs[op.op]
-  if op.op == 'set' then types[op.key] = 'string'
-  elseif op.op == 'del' then types[op.key] = 'none'
-  elseif need then
-    if t ~= 'none' and t ~= need then
-      return redis.error_reply('WRONGTYPE batch op ' .. i .. ' (' .. op.op .. ') on key ' .. op.key .. ' holding a ' .. t)
+  if need and t ~= 'none' and t ~= need then
+    return redis.error_reply('WRONGTYPE batch op ' .. i .. ' (' .. op.op .. ') on key ' .. op.key .. ' holding a ' .. t)
+  end
+  if op.op == 'set' then
+    types[op.key] = 'string'
+    values[op.key] = classify(op.value)
+  elseif op.op == 'del' then
+    types[op.key] = 'none'
+    values[op.key] = { kind = 'none', num = 0 }
+  elseif op.op == 'incr' then
+    local cur = valueof(op.key)
+    local n = cur.num + tonumber(op.by)
+    if op.int then
+      if cur.kind ~= 'none' and cur.kind ~= 'int' then return refuse(i, op, 'value is not an integer or out of range') end
+      -- Lua numbers are doubles: refuse slightly early rather than let INCRBY fail half-way.
+      if n >= INT64 - 4096 or n <= -INT64 + 4096 then return refuse(i, op, 'increment would overflow') end
+      values[op.key] = { kind = 'int', num = n }
+    else
+      if cur.kind == 'text' then return refuse(i, op, 'value is not a valid float') end
+      if n ~= n or n == math.huge or n == -math.huge then return refuse(i, op, 'increment would produce NaN or Infinity') end
+      -- INCRBYFLOAT stores an integral result without a fraction ("3"), which INCRBY accepts later.
+      local integral = n == math.floor(n) and n < INT64 - 4096 and n > -INT64 + 4096
+      values[op.key] = { kind = integral and 'int' or 'float', num = n }
     end
-    if creates[op.op] then types[op.key] = need end
+    types[op.key] = 'string'
+  elseif creates[op.op] then
+    types[op.key] = need
   end
 end
 local function variadic(cmd, key, items)
@@ -139,8 +194,10 @@ function encodeOp(op: StoreOp): Record<string, unknown> {
     case 'zadd':
       return { op: 'zadd', key: op.key, score: scoreArg(op.score), member: op.member }
     case 'incr':
-      return { op: 'incr', key: op.key, by: String(op.by), int: Number.isInteger(op.by) }
+      assertFiniteNumber(op.by, 'increment')
+      return { op: 'incr', key: op.key, by: String(op.by), int: isIntegerIncrement(op.by) }
     case 'pexpire':
+      assertFiniteNumber(op.ttlMs, 'ttl')
       return { op: 'pexpire', key: op.key, ttl: String(Math.round(op.ttlMs)) }
   }
 }
@@ -250,6 +307,7 @@ export class RedisStore extends JsonValues implements Store {
   }
 
   async pexpire(key: string, ttlMs: number): Promise<boolean> {
+    assertFiniteNumber(ttlMs, 'ttl')
     return (await this.r.pexpire(key, Math.round(ttlMs))) === 1
   }
 
@@ -259,9 +317,9 @@ export class RedisStore extends JsonValues implements Store {
 
 
   async incr(key: string, by = 1, ttlMs?: number): Promise<number> {
-    if (!Number.isFinite(by)) throw new TypeError(`increment must be a finite number, got ${by}`)
+    assertFiniteNumber(by, 'increment')
     const ttl = ttlMs === undefined ? '' : ttlArg(ttlMs)
-    return Number(await this.r.gwIncr(key, String(by), ttl, Number.isInteger(by) ? 'int' : 'float'))
+    return Number(await this.r.gwIncr(key, String(by), ttl, isIntegerIncrement(by) ? 'int' : 'float'))
   }
 
   async hget(key: string, field: string): Promise<string | undefined> {
@@ -284,7 +342,8 @@ export class RedisStore extends JsonValues implements Store {
   }
 
   async hincr(key: string, field: string, by = 1): Promise<number> {
-    if (Number.isInteger(by)) return this.r.hincrby(key, field, by)
+    assertFiniteNumber(by, 'increment')
+    if (isIntegerIncrement(by)) return this.r.hincrby(key, field, by)
     return Number(await this.r.hincrbyfloat(key, field, by))
   }
 
