@@ -75,6 +75,14 @@ t.test('creating, reading and renaming posts', async (t) => {
   expectAdsError(t, await post(agency, { as_user_id: 'me', text: 'x' }), 400, 'INVALID_PARAMETER', 'as_user_id', 'as_user_id not a long')
   expectAdsError(t, await post(agency, { as_user_id: '123', text: 'x' }), 400, 'INVALID_PARAMETER', 'as_user_id', 'unknown user')
   expectAdsError(t, await post(agency, { as_user_id: stranger.user.id, text: 'x' }), 403, 'ACCOUNT_NOT_FOUND', 'as_user_id', 'as a user without access')
+  // A fellow grantee of the same account granted the agency nothing: the agency cannot post as them, nor as itself
+  // (only the advertiser, the account's FULL promotable user, is posted for).
+  const otherAgency = await createIdentity(rt.ctx.store)
+  await grantAccountAccess(rt.ctx, account.id, otherAgency.user.id)
+  expectAdsError(t, await post(agency, { as_user_id: otherAgency.user.id, text: 'x' }), 403, 'ACCOUNT_NOT_FOUND', 'as_user_id', 'as a fellow delegate')
+  expectAdsError(t, await post(otherAgency, { as_user_id: agency.user.id, text: 'x' }), 403, 'ACCOUNT_NOT_FOUND', 'as_user_id', 'the other way round')
+  expectAdsError(t, await post(agency, { as_user_id: agency.user.id, text: 'x' }), 403, 'ACCOUNT_NOT_FOUND', 'as_user_id', 'a delegate as itself')
+  t.equal((await post(otherAgency, { as_user_id: advertiser.user.id, text: 'for the advertiser' })).status, 200, 'every delegate may post for the advertiser')
   expectAdsError(t, await post(stranger, { as_user_id: advertiser.user.id, text: 'x' }), 403, 'ACCOUNT_NOT_FOUND', undefined, 'caller without access')
   expectAdsError(t, await post(agency, { as_user_id: advertiser.user.id, text: 'x', nullcast: 'false' }), 400, 'INVALID_PARAMETER', 'nullcast', 'organic only for oneself')
 

@@ -8,7 +8,7 @@ import { newNumericId } from '../../../common/ids'
 import { findUserByScreenName, getUser } from '../../identity'
 import { mediaUrl } from '../../media/records'
 import type { MediaType } from '../../media/rules'
-import { type Account, requireAccount, userMayUse } from '../accounts'
+import { type Account, requireAccount } from '../accounts'
 import { actorOf, ADS_API_VERSION, ADS_AUTH, listOptions, paginate, Params, userIdOf } from '../conventions'
 import type { AdsEntity } from '../entities'
 import { findCardByUri } from './cards'
@@ -301,13 +301,24 @@ async function mentionsOf(ctx: ServiceContext, entities: TextEntity[]): Promise<
   return out
 }
 
-/** The author must be one of the account's users: the advertiser who gave the caller access. */
+/**
+ * The author (`as_user_id`) must be the advertiser who granted the caller
+ * access: the account's FULL promotable user, its owner here, the only user
+ * who grants others access (grantAccountAccess). The public reference
+ * creates posts "for the account's full promotable user"; a user granted
+ * access posts on that user's behalf, never as a fellow grantee who gave
+ * them nothing. The owner posting as themselves is the same rule.
+ */
 async function requireAuthor(ctx: ServiceContext, account: Account, p: Params): Promise<User> {
   const authorId = readLongId(p, 'as_user_id', { required: true }) as string
   const author = await getUser(ctx.store, authorId)
   if (!author) throw Ads.invalid('as_user_id', `User ${authorId} was not found`)
-  if (!userMayUse(account, authorId)) {
-    throw new AdsError(403, { code: 'ACCOUNT_NOT_FOUND', message: `User ${authorId} has not given access to account ${account.id}`, parameter: 'as_user_id' })
+  if (authorId !== account.owner_user_id) {
+    throw new AdsError(403, {
+      code: 'ACCOUNT_NOT_FOUND',
+      message: `User ${authorId} has not granted you access to account ${account.id}: as_user_id must be the account's advertiser (its FULL promotable user)`,
+      parameter: 'as_user_id'
+    })
   }
   return author
 }
