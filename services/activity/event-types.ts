@@ -57,6 +57,15 @@ export function supportsDirection(type: EventType): boolean {
   return type.startsWith('dm.')
 }
 
+/**
+ * Kinds whose payload carries text a keyword can be searched in (matching.ts
+ * textFields). A keyword on the others (a deleted post's ids, read receipts,
+ * typing indicators) could never match, so a subscription asking for one is refused.
+ */
+export function supportsKeyword(type: EventType): boolean {
+  return type !== 'post.delete' && type !== 'dm.read' && type !== 'dm.indicate_typing'
+}
+
 /** `sent`/`received` as the spec spells them; the public API's `outbound`/`inbound` map onto them. */
 export function normalizeDirection(value: string): Direction | undefined {
   switch (value) {

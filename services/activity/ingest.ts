@@ -32,7 +32,7 @@ const NDJSON_TYPES = ['application/x-ndjson', 'application/ndjson', 'application
 
 export interface LineError {
   line: number
-  reason: 'json' | 'event_type' | 'schema'
+  reason: 'json' | 'event_type' | 'schema' | 'inconsistent'
   message: string
 }
 
@@ -72,9 +72,28 @@ export function prepareEvents(raws: Array<{ line: number; value?: unknown; parse
       errors.push({ line: raw.line, reason: 'schema', message: `line ${raw.line}: ${describeEventErrors(validate.errors)}` })
       continue
     }
+    const inconsistency = inconsistencyOf(event as unknown as ActivityEvent)
+    if (inconsistency !== undefined) {
+      errors.push({ line: raw.line, reason: 'inconsistent', message: `line ${raw.line}: ${inconsistency}` })
+      continue
+    }
     events.push(event as unknown as ActivityEvent)
   }
   return { events, errors }
+}
+
+/**
+ * What a schema cannot say: the event's user_id is the user the activity is
+ * about, and the matcher delivers it to that user's subscriptions. A deleted
+ * post belongs to its author, so another user's id would hand the deletion
+ * to the wrong subscribers.
+ */
+export function inconsistencyOf(event: ActivityEvent): string | undefined {
+  if (event.event_type === 'post.delete') {
+    const author = event.payload.author_id
+    if (author !== event.user_id) return `/payload/author_id (${String(author)}) must be the event's user_id (${event.user_id}): a post is deleted by its author`
+  }
+  return undefined
 }
 
 /** ajv errors as one sentence, without the if/then bookkeeping errors of the per-kind dispatch. */

@@ -6,7 +6,8 @@ import type { Subscription } from './subscriptions'
  * (event_type, user_id) index, so only the optional filters are left:
  *  - keyword: case-insensitive word or phrase match on the event's text fields
  *    ("rust" matches "Rust, Go" but not "trusted"; "new job" matches "my NEW  job!");
- *  - direction (dm events): whether the filter user sent or received the message.
+ *  - direction (dm events): whether the filter user sent or received the message;
+ *    every item of the event counts (one event may carry several messages).
  */
 
 /** An event as it travels on `activity.events` (schemas/events/activity.events.json). */
@@ -30,9 +31,41 @@ function str(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined
 }
 
-function firstItem(payload: Obj, field: string): Obj | undefined {
-  const list = payload[field]
-  return Array.isArray(list) ? obj(list[0]) : undefined
+/** The list each direct-message kind carries its items in (one event may hold several). */
+const DM_ITEM_LISTS: Partial<Record<EventType, string>> = {
+  'dm.sent': 'direct_message_events',
+  'dm.received': 'direct_message_events',
+  'dm.read': 'direct_message_mark_read_events',
+  'dm.indicate_typing': 'direct_message_indicate_typing_events'
+}
+
+/** One item of a dm event: who sent it (or read, or is typing) and its message text, if any. */
+export interface DmItem {
+  sender?: string
+  texts: string[]
+}
+
+/** Every item of a dm event, in payload order; [] for other kinds. */
+export function dmItems(event: ActivityEvent): DmItem[] {
+  const field = DM_ITEM_LISTS[event.event_type]
+  const list = field === undefined ? undefined : event.payload[field]
+  if (!Array.isArray(list)) return []
+  const withMessage = event.event_type === 'dm.sent' || event.event_type === 'dm.received'
+  const out: DmItem[] = []
+  for (const raw of list) {
+    const item = obj(raw)
+    if (!item) continue
+    const create = withMessage ? obj(item.message_create) : undefined
+    const sender = str(withMessage ? create?.sender_id : item.sender_id)
+    const text = str(obj(create?.message_data)?.text)
+    out.push({ ...(sender !== undefined ? { sender } : {}), texts: text !== undefined && text !== '' ? [text] : [] })
+  }
+  return out
+}
+
+function itemDirection(item: DmItem, userId: string): Direction | undefined {
+  if (item.sender === undefined) return undefined
+  return item.sender === userId ? 'sent' : 'received'
 }
 
 /** The text a keyword is searched in, per event kind (documented in each payload schema). */
@@ -45,9 +78,7 @@ export function textFields(event: ActivityEvent): string[] {
       break
     case 'dm.sent':
     case 'dm.received':
-      for (const item of Array.isArray(p.direct_message_events) ? p.direct_message_events : []) {
-        out.push(str(obj(obj(obj(item)?.message_create)?.message_data)?.text))
-      }
+      for (const item of dmItems(event)) out.push(...item.texts)
       break
     case 'spaces.start':
     case 'spaces.end':
@@ -64,27 +95,18 @@ export function textFields(event: ActivityEvent): string[] {
   return out.filter((s): s is string => s !== undefined && s !== '')
 }
 
-/** Who sent the direct message (or the read receipt, or is typing); undefined for other kinds. */
-export function senderOf(event: ActivityEvent): string | undefined {
-  const p = event.payload
-  switch (event.event_type) {
-    case 'dm.sent':
-    case 'dm.received':
-      return str(obj(firstItem(p, 'direct_message_events')?.message_create)?.sender_id)
-    case 'dm.read':
-      return str(firstItem(p, 'direct_message_mark_read_events')?.sender_id)
-    case 'dm.indicate_typing':
-      return str(firstItem(p, 'direct_message_indicate_typing_events')?.sender_id)
-    default:
-      return undefined
+/**
+ * The directions of a dm event relative to `userId`, one per distinct item
+ * direction (an event may carry messages both sent and received by the user);
+ * [] for other kinds.
+ */
+export function directionsFor(event: ActivityEvent, userId: string): Direction[] {
+  const out = new Set<Direction>()
+  for (const item of dmItems(event)) {
+    const d = itemDirection(item, userId)
+    if (d !== undefined) out.add(d)
   }
-}
-
-/** The direction of a dm event relative to `userId`: sent when they are the sender. */
-export function directionFor(event: ActivityEvent, userId: string): Direction | undefined {
-  const sender = senderOf(event)
-  if (sender === undefined) return undefined
-  return sender === userId ? 'sent' : 'received'
+  return [...out]
 }
 
 const WORD = '[\\p{L}\\p{N}_]'
@@ -138,7 +160,10 @@ export function keywordMatches(keyword: string, texts: string[]): boolean {
 export function subscriptionMatches(sub: Subscription, event: ActivityEvent, texts?: string[]): boolean {
   if (sub.event_type !== event.event_type || sub.filter.user_id !== event.user_id) return false
   const { keyword, direction } = sub.filter
-  if (direction !== undefined && directionFor(event, sub.filter.user_id) !== direction) return false
+  if (direction !== undefined) {
+    // Direction and keyword must hold for the same item: a received "lunch?" matches, not a sent one next to a received "hi".
+    return dmItems(event).some((item) => itemDirection(item, sub.filter.user_id) === direction && (keyword === undefined || keywordMatches(keyword, item.texts)))
+  }
   if (keyword !== undefined && !keywordMatches(keyword, texts ?? textFields(event))) return false
   return true
 }

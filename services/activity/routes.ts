@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify'
-import { assertUserContextFor, type AuthRequirement } from '../common/auth/authenticate'
+import { assertUserContextFor, type AuthRequirement, type AuthScheme } from '../common/auth/authenticate'
 import type { ServiceContext } from '../common/context'
 import { ProblemError, Problems, type InvalidRequestItem } from '../common/errors'
-import { acceptedEventTypeNames, normalizeDirection, normalizeEventType, supportsDirection } from './event-types'
+import { acceptedEventTypeNames, normalizeDirection, normalizeEventType, supportsDirection, supportsKeyword } from './event-types'
 import { activityMetrics } from './metrics'
 import {
   decodeCursor,
@@ -17,14 +17,24 @@ import { webhookOwnedBy } from './webhooks'
 
 /**
  * `/2/activity/subscriptions*` (platform-facts §5). Authentication follows
- * the public OpenAPI description: create and list accept app-only bearer and
- * user context; update and delete take the app-only bearer. Subscriptions
- * belong to the authenticated application.
+ * the security of each operation in the public OpenAPI description: create
+ * and list accept the app-only bearer and user context (an OAuth 2.0 user
+ * token needs the operation's scopes; an OAuth 1.0a token's access level
+ * overrides scopes); update and delete take the app-only bearer only.
+ * Subscriptions belong to the authenticated application.
+ *
+ * A subscription id that names nothing of the caller's application is an
+ * invalid-request Problem naming the parameter: the OpenAPI's
+ * resource-not-found Problem has no resource_type for subscriptions.
  */
 
 const SCHEMA = 'http/activity-subscriptions#/definitions'
-// OAuth 2.0 user tokens need tweet.read (issue 10); dm.* subscriptions also need dm.read, checked per request below.
-const ANY_AUTH: AuthRequirement = { schemes: ['bearer-app', 'oauth1-user', 'oauth2-user'], scopes: ['tweet.read'] }
+const USER_OR_APP: AuthScheme[] = ['bearer-app', 'oauth1-user', 'oauth2-user']
+/** createActivitySubscription: OAuth2UserToken [dm.read, like.read, tweet.read]. */
+const CREATE_AUTH: AuthRequirement = { schemes: USER_OR_APP, scopes: ['dm.read', 'like.read', 'tweet.read'] }
+/** getActivitySubscriptions: OAuth2UserToken [like.read, tweet.read]. */
+const LIST_AUTH: AuthRequirement = { schemes: USER_OR_APP, scopes: ['like.read', 'tweet.read'] }
+/** update, delete and bulk delete: BearerToken only. */
 const APP_ONLY: AuthRequirement = { schemes: ['bearer-app'] }
 const MAX_BULK_IDS = 100
 const ID_PATTERN = /^[0-9]{1,19}$/
@@ -48,8 +58,23 @@ function appIdOf(request: { auth?: { app: { id: string } } }): string {
   return id
 }
 
+/** An id that names no subscription of the caller's application, as the parameter that carried it. */
+function notFoundItem(parameter: 'subscription_id' | 'ids', id: string): InvalidRequestItem {
+  return { message: `SubscriptionNotFound: no subscription with id [${id}] exists for this application`, parameters: { [parameter]: [id] } }
+}
+
 function notFound(id: string): ProblemError {
-  return Problems.resourceNotFound('subscription_id', id, 'subscription', `Could not find subscription with subscription_id: [${id}].`)
+  return Problems.invalidRequest([notFoundItem('subscription_id', id)])
+}
+
+/** The `{subscription_id}` path parameter, checked here so the message says where it came from. */
+function pathId(request: { params: unknown }): string {
+  const raw = (request.params as { subscription_id?: unknown }).subscription_id
+  const id = typeof raw === 'string' ? raw : ''
+  if (!ID_PATTERN.test(id)) {
+    throw Problems.invalidParameter('subscription_id', id, `The \`subscription_id\` path parameter value [${id}] does not match ^[0-9]{1,19}$`)
+  }
+  return id
 }
 
 export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
@@ -63,7 +88,7 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
     }
   }
 
-  app.post('/2/activity/subscriptions', { config: { auth: ANY_AUTH }, schema: { body: { $ref: `${SCHEMA}/CreateRequest` } } }, async (request) => {
+  app.post('/2/activity/subscriptions', { config: { auth: CREATE_AUTH }, schema: { body: { $ref: `${SCHEMA}/CreateRequest` } } }, async (request) => {
     const appId = appIdOf(request)
     const body = request.body as CreateBody
     const problems: InvalidRequestItem[] = []
@@ -73,8 +98,13 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
     }
     const filter: SubscriptionFilter = { user_id: body.filter.user_id }
     if (body.filter.keyword !== undefined) {
-      if (body.filter.keyword.trim() === '') problems.push({ message: 'The `filter.keyword` field must contain a word', parameters: { 'filter.keyword': [body.filter.keyword] } })
-      else filter.keyword = body.filter.keyword
+      if (body.filter.keyword.trim() === '') {
+        problems.push({ message: 'The `filter.keyword` field must contain a word', parameters: { 'filter.keyword': [body.filter.keyword] } })
+      } else if (eventType !== undefined && !supportsKeyword(eventType)) {
+        problems.push({ message: `The \`filter.keyword\` field applies only to events with text, not to ${eventType}`, parameters: { 'filter.keyword': [body.filter.keyword] } })
+      } else {
+        filter.keyword = body.filter.keyword
+      }
     }
     if (body.filter.direction !== undefined) {
       const direction = normalizeDirection(body.filter.direction)
@@ -113,7 +143,7 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
     return { data: { subscription: toPublic(sub), total_subscriptions_for_instance_id: total }, meta: { total_subscriptions: total } }
   })
 
-  app.get('/2/activity/subscriptions', { config: { auth: ANY_AUTH }, schema: { querystring: { $ref: `${SCHEMA}/ListQuery` } } }, async (request) => {
+  app.get('/2/activity/subscriptions', { config: { auth: LIST_AUTH }, schema: { querystring: { $ref: `${SCHEMA}/ListQuery` } } }, async (request) => {
     const appId = appIdOf(request)
     const query = request.query as { max_results?: number; pagination_token?: string }
     const maxResults = query.max_results ?? 1000
@@ -130,10 +160,10 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
 
   app.put('/2/activity/subscriptions/:subscription_id', {
     config: { auth: APP_ONLY },
-    schema: { params: { $ref: `${SCHEMA}/IdParams` }, body: { $ref: `${SCHEMA}/UpdateRequest` } }
+    schema: { body: { $ref: `${SCHEMA}/UpdateRequest` } }
   }, async (request) => {
     const appId = appIdOf(request)
-    const { subscription_id: id } = request.params as { subscription_id: string }
+    const id = pathId(request)
     const body = (request.body ?? {}) as UpdateBody
     if (body.tag === undefined && body.webhook_id === undefined) {
       throw Problems.invalidRequest([{ message: 'Nothing to update: give `tag` and/or `webhook_id` (the filter and event_type cannot change; create a new subscription instead).', parameters: { body: [] } }])
@@ -153,9 +183,9 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
     return { data: { subscription: toPublic(updated), total_subscriptions: total }, meta: { total_subscriptions: total } }
   })
 
-  app.delete('/2/activity/subscriptions/:subscription_id', { config: { auth: APP_ONLY }, schema: { params: { $ref: `${SCHEMA}/IdParams` } } }, async (request) => {
+  app.delete('/2/activity/subscriptions/:subscription_id', { config: { auth: APP_ONLY } }, async (request) => {
     const appId = appIdOf(request)
-    const { subscription_id: id } = request.params as { subscription_id: string }
+    const id = pathId(request)
     const sub = await subscriptions.getOwned(appId, id)
     if (!sub || (await subscriptions.delete([sub])).length === 0) throw notFound(id)
     metrics.subscriptionChanges.inc({ action: 'delete' })
@@ -183,13 +213,11 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
     const deleted = await subscriptions.delete(found)
     const deletedIds = new Set(deleted.map((s) => s.subscription_id))
     for (const sub of found) if (!deletedIds.has(sub.subscription_id)) missing.push(sub.subscription_id)
-    if (deleted.length === 0) {
-      const first = missing[0] as string
-      throw Problems.resourceNotFound('ids', first, 'subscription', `Could not find subscriptions with ids: [${missing.join(', ')}].`)
-    }
+    if (deleted.length === 0) throw Problems.invalidRequest(missing.map((id) => notFoundItem('ids', id)))
     metrics.subscriptionChanges.inc({ action: 'delete' }, deleted.length)
     const body: Record<string, unknown> = { data: { deleted: true }, meta: { total_subscriptions: await subscriptions.count(appId) } }
-    if (missing.length > 0) body.errors = missing.map((id) => notFound(id).body(ctx.config.problemBase))
+    // Partial success: each id that named nothing is reported as its own Problem.
+    if (missing.length > 0) body.errors = missing.map((id) => Problems.invalidRequest([notFoundItem('ids', id)]).body(ctx.config.problemBase))
     return body
   })
 }

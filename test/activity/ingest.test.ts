@@ -83,7 +83,8 @@ t.test('a batch with invalid lines is refused whole, line by line, and counted',
     JSON.stringify(dm),
     JSON.stringify({ ...sampleEvent('spaces.start', userId), colour: 'red' }),
     '[1,2]',
-    JSON.stringify(sampleEvent('post.delete', userId))
+    JSON.stringify(sampleEvent('post.delete', userId)),
+    JSON.stringify({ ...sampleEvent('post.delete', userId), payload: { id: '1445880548472328192', author_id: '2244994945' } })
   ]
   const res = await fetch(`${rt.baseUrl}/admin/activity/events`, {
     method: 'POST',
@@ -93,7 +94,7 @@ t.test('a batch with invalid lines is refused whole, line by line, and counted',
   t.equal(res.status, 400)
   t.equal(res.headers.get('content-type'), 'application/problem+json; charset=utf-8')
   const problem = (await res.json()) as { detail: string; errors: Array<{ message: string; parameters: { line: string[] } }> }
-  t.equal(problem.detail, '7 of 9 events are invalid; none was published.')
+  t.equal(problem.detail, '8 of 10 events are invalid; none was published.')
   const byLine = new Map(problem.errors.map((e) => [e.parameters.line[0], e.message]))
   t.match(byLine.get('2'), /^line 2: not valid JSON/)
   t.match(byLine.get('3'), /^line 3: unknown event_type "post\.like"; accepted: .*ProfileBioUpdate/)
@@ -102,13 +103,18 @@ t.test('a batch with invalid lines is refused whole, line by line, and counted',
   t.match(byLine.get('7'), /^line 7: \/payload\/direct_message_events\/0 must not have this property set/)
   t.match(byLine.get('8'), /^line 8: the event has unexpected property "colour"/)
   t.match(byLine.get('9'), /^line 9: an event must be a JSON object/)
+  t.match(byLine.get('11'), /^line 11: \/payload\/author_id \(2244994945\) must be the event's user_id/, 'a post is deleted by its author')
   t.notOk(byLine.has('1') || byLine.has('10'), 'valid lines are not listed')
 
-  await new Promise((r) => setTimeout(r, 100))
-  t.equal(seen.length, 0, 'nothing was published')
+  // Barrier: a valid event sent afterwards arrives; had the refused batch published anything, it would be ahead of it.
+  const after = await ingest(rt.baseUrl, [sampleEvent('post.delete', userId)])
+  t.equal(after.status, 200, after.text)
+  await eventually(() => seen.length >= 1)
+  t.same(seen.map((m) => (m.value as { event_uuid: string }).event_uuid), after.json<{ data: { event_uuids: string[] } }>().data.event_uuids, 'nothing of the refused batch was published')
   t.equal(await metricValue(rt, 'activity_events_rejected_total', 'reason="schema"'), 5)
   t.equal(await metricValue(rt, 'activity_events_rejected_total', 'reason="json"'), 1)
   t.equal(await metricValue(rt, 'activity_events_rejected_total', 'reason="event_type"'), 1)
+  t.equal(await metricValue(rt, 'activity_events_rejected_total', 'reason="inconsistent"'), 1)
 })
 
 t.test('the ingest route needs the operator token and a body', async (t) => {

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { deliveryId } from '../../services/activity/deliveries'
 import { EVENT_TYPES, type EventType } from '../../services/activity/event-types'
-import { type ActivityEvent, directionFor, keywordMatches, textFields } from '../../services/activity/matching'
+import { type ActivityEvent, directionsFor, keywordMatches, textFields } from '../../services/activity/matching'
 import type { Subscription } from '../../services/activity/subscriptions'
 import { matchEvent } from '../../services/activity/worker'
 import { schemaRegistry } from '../../services/common/schemas'
@@ -49,10 +49,40 @@ t.test('the text searched per kind and the direction of dm events', async (t) =>
   t.same(textFields(event('post.delete', '1')), [])
   t.same(textFields(event('dm.read', '1')), [])
   for (const type of ['dm.sent', 'dm.received', 'dm.read', 'dm.indicate_typing'] as const) {
-    t.equal(directionFor(event(type, '1', { sent: true }), '1'), 'sent', `${type} sent by the filter user`)
-    t.equal(directionFor(event(type, '1', { sent: false }), '1'), 'received', `${type} received by the filter user`)
+    t.same(directionsFor(event(type, '1', { sent: true }), '1'), ['sent'], `${type} sent by the filter user`)
+    t.same(directionsFor(event(type, '1', { sent: false }), '1'), ['received'], `${type} received by the filter user`)
   }
-  t.equal(directionFor(event('post.create', '1'), '1'), undefined)
+  t.same(directionsFor(event('post.create', '1'), '1'), [])
+})
+
+/** A dm event carrying several messages: the first sent by user 42, the others received by them. */
+function multiItemDm(type: 'dm.sent' | 'dm.received'): ActivityEvent {
+  const e = event(type, '42', { sent: true, text: 'see you at noon' })
+  const items = e.payload.direct_message_events as Array<Record<string, unknown>>
+  const received = (id: string, text: string): Record<string, unknown> => ({
+    ...items[0],
+    id,
+    message_create: { target: { recipient_id: '42' }, sender_id: '7', message_data: { text } }
+  })
+  e.payload = { direct_message_events: [items[0], received('1445880548472328194', 'hi'), received('1445880548472328195', 'Lunch tomorrow?')] }
+  return e
+}
+
+t.test('every item of a dm event counts for direction and keyword, item by item', async (t) => {
+  const e = multiItemDm('dm.received')
+  t.same(directionsFor(e, '42').sort(), ['received', 'sent'], 'both directions occur among the items')
+  t.same(textFields(e), ['see you at noon', 'hi', 'Lunch tomorrow?'], 'every item\'s text is searched')
+  const candidates = [
+    sub({ subscription_id: '1', event_type: 'dm.received', filter: { user_id: '42', direction: 'received' } }),
+    sub({ subscription_id: '2', event_type: 'dm.received', filter: { user_id: '42', direction: 'sent' } }),
+    sub({ subscription_id: '3', event_type: 'dm.received', filter: { user_id: '42', direction: 'received', keyword: 'lunch' } }),
+    sub({ subscription_id: '4', event_type: 'dm.received', filter: { user_id: '42', direction: 'sent', keyword: 'lunch' } }),
+    sub({ subscription_id: '5', event_type: 'dm.received', filter: { user_id: '42', direction: 'sent', keyword: 'noon' } }),
+    sub({ subscription_id: '6', event_type: 'dm.received', filter: { user_id: '42', keyword: 'lunch' } })
+  ]
+  t.same(matchEvent(e, candidates).map((d) => d.subscription_id), ['1', '2', '3', '5', '6'], 'a received message in a later item matches; keyword and direction must hold for the same item')
+  const onlySent = event('dm.received', '42', { sent: true, text: 'lunch?' })
+  t.same(matchEvent(onlySent, candidates).map((d) => d.subscription_id), ['2', '4', '6'])
 })
 
 t.test('matchEvent applies type, user, keyword and direction, once per subscription', async (t) => {

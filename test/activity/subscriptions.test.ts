@@ -2,7 +2,7 @@ import t from 'tap'
 import { activityService } from '../../services/activity/service'
 import { gatewayService } from '../../services/gateway/service'
 import { bearerRequest, createIdentity, oauth1Request, startTestRuntime } from '../helper'
-import { nextUserId, OPERATOR_TOKEN, openApiErrors } from './support'
+import { nextUserId, OPERATOR_TOKEN, openApiErrors, problemErrors } from './support'
 
 const services = [gatewayService, activityService]
 
@@ -58,10 +58,10 @@ t.test('create, read, update and delete a subscription with the documented shape
   t.equal(openApiErrors('ActivitySubscriptionDeleteResponse', deleted.json()), undefined)
 
   const again = await bearerRequest('DELETE', `${url}/${subId}`, id.bearer)
-  t.equal(again.status, 404)
+  t.equal(again.status, 400)
   t.equal(again.headers.get('content-type'), 'application/problem+json; charset=utf-8')
-  t.match(again.json(), { type: 'https://api.twitter.com/2/problems/resource-not-found', parameter: 'subscription_id', value: subId, resource_id: subId, status: 404 })
-  t.equal(openApiErrors('ResourceNotFoundProblem', again.json()), undefined)
+  t.match(again.json(), { type: 'https://api.twitter.com/2/problems/invalid-request', status: 400, errors: [{ message: /SubscriptionNotFound.*\[\d+\]/, parameters: { subscription_id: [subId] } }] })
+  t.equal(problemErrors(again.json()), undefined, 'an unknown subscription is a spec-valid Problem')
 
   const emptyList = await bearerRequest('GET', url, id.bearer)
   t.same(emptyList.json(), { data: [], meta: { result_count: 0 } })
@@ -111,6 +111,9 @@ t.test('invalid subscriptions get invalid-request Problems naming the parameter'
     ['empty keyword', { event_type: 'post.create', filter: { user_id: '1', keyword: '' } }, /keyword/, 'filter.keyword'],
     ['keyword of 151 chars', { event_type: 'post.create', filter: { user_id: '1', keyword: 'k'.repeat(151) } }, /keyword/, 'filter.keyword'],
     ['blank keyword', { event_type: 'post.create', filter: { user_id: '1', keyword: '   ' } }, /keyword/, 'filter.keyword'],
+    ['keyword on post.delete (no text)', { event_type: 'post.delete', filter: { user_id: '1', keyword: 'oops' } }, /keyword.*text.*post\.delete/, 'filter.keyword'],
+    ['keyword on dm.read (no text)', { event_type: 'dm.read', filter: { user_id: '1', keyword: 'seen' } }, /keyword.*dm\.read/, 'filter.keyword'],
+    ['keyword on dm.indicate_typing (no text)', { event_type: 'dm.indicate_typing', filter: { user_id: '1', keyword: 'typing' } }, /keyword.*dm\.indicate_typing/, 'filter.keyword'],
     ['direction on a post event', { event_type: 'post.create', filter: { user_id: '1', direction: 'sent' } }, /direction.*direct-message/, 'filter.direction'],
     ['direction on a profile event', { event_type: 'ProfileBioUpdate', filter: { user_id: '1', direction: 'inbound' } }, /direction/, 'filter.direction'],
     ['unknown direction', { event_type: 'dm.sent', filter: { user_id: '1', direction: 'sideways' } }, /direction.*sent, received/, 'filter.direction'],
@@ -127,7 +130,7 @@ t.test('invalid subscriptions get invalid-request Problems naming the parameter'
     t.equal(res.headers.get('content-type'), 'application/problem+json; charset=utf-8', name)
     const problem = res.json<{ type: string; errors: Array<{ message: string; parameters: Record<string, string[]> }> }>()
     t.equal(problem.type, 'https://api.twitter.com/2/problems/invalid-request', name)
-    t.equal(openApiErrors('InvalidRequestProblem', problem), undefined, name)
+    t.equal(problemErrors(problem), undefined, name)
     t.ok(problem.errors.some((e) => message.test(e.message)), `${name}: message ${JSON.stringify(problem.errors)}`)
     t.ok(problem.errors.some((e) => parameter in e.parameters), `${name}: names ${parameter}`)
   }
@@ -174,11 +177,24 @@ t.test('PUT accepts only tag and webhook_id; other apps cannot see or touch a su
   t.equal(empty.status, 400)
   t.match(empty.text, /Nothing to update/)
 
-  t.equal((await bearerRequest('PUT', `${url}/${subId}`, other.bearer, { json: { tag: 'mine now' } })).status, 404)
-  t.equal((await bearerRequest('DELETE', `${url}/${subId}`, other.bearer)).status, 404)
+  // Another application's subscription is indistinguishable from none at all.
+  for (const [method, res] of [
+    ['PUT', await bearerRequest('PUT', `${url}/${subId}`, other.bearer, { json: { tag: 'mine now' } })],
+    ['DELETE', await bearerRequest('DELETE', `${url}/${subId}`, other.bearer)],
+    ['PUT unknown', await bearerRequest('PUT', `${url}/999`, owner.bearer, { json: { tag: 'x' } })]
+  ] as const) {
+    t.equal(res.status, 400, method)
+    t.match(res.json(), { type: 'https://api.twitter.com/2/problems/invalid-request', errors: [{ message: /SubscriptionNotFound/, parameters: { subscription_id: [/^\d+$/] } }] }, method)
+    t.equal(problemErrors(res.json()), undefined, method)
+  }
   t.same((await bearerRequest('GET', url, other.bearer)).json<{ data: unknown[] }>().data, [])
-  t.equal((await bearerRequest('PUT', `${url}/not-a-number`, owner.bearer, { json: { tag: 'x' } })).status, 400)
-  t.equal((await bearerRequest('PUT', `${url}/999`, owner.bearer, { json: { tag: 'x' } })).status, 404)
+  for (const method of ['PUT', 'DELETE'] as const) {
+    const bad = await bearerRequest(method, `${url}/not-a-number`, owner.bearer, method === 'PUT' ? { json: { tag: 'x' } } : {})
+    t.equal(bad.status, 400, `${method} with a malformed id`)
+    t.match(bad.json(), { type: 'https://api.twitter.com/2/problems/invalid-request', errors: [{ message: /`subscription_id` path parameter/, parameters: { subscription_id: ['not-a-number'] } }] })
+    t.notMatch(bad.text, /query parameter/, 'the id is a path parameter, not a query parameter')
+    t.equal(problemErrors(bad.json()), undefined)
+  }
   const still = (await bearerRequest('GET', url, owner.bearer)).json<{ data: Sub[] }>().data
   t.equal(still.length, 1)
   t.notOk(still[0]?.tag, 'nothing changed')
@@ -251,14 +267,18 @@ t.test('the per-app limit, listing pages and bulk delete', async (t) => {
   const pb = partial.json<{ data: { deleted: boolean }; meta: { total_subscriptions: number }; errors: Array<Record<string, unknown>> }>()
   t.same(pb.data, { deleted: true })
   t.equal(pb.meta.total_subscriptions, 5)
-  t.match(pb.errors, [{ type: 'https://api.twitter.com/2/problems/resource-not-found', value: '1' }])
+  t.match(pb.errors, [{ type: 'https://api.twitter.com/2/problems/invalid-request', errors: [{ message: /SubscriptionNotFound/, parameters: { ids: ['1'] } }] }])
   t.equal(openApiErrors('ActivitySubscriptionDeleteResponse', pb), undefined)
+  for (const problem of pb.errors) t.equal(problemErrors(problem), undefined, 'each partial-failure Problem is spec-valid')
   t.equal((await bearerRequest('POST', url, id.bearer, { json: { event_type: 'post.create', filter: { user_id: '1' } } })).status, 200, 'deleting frees places')
 
   t.equal((await bearerRequest('DELETE', url, id.bearer, { query: { ids: Array.from({ length: 101 }, (_, i) => String(i + 1)).join(',') } })).status, 400, 'at most 100 ids')
   t.equal((await bearerRequest('DELETE', url, id.bearer, { query: { ids: 'a,b' } })).status, 400)
   t.equal((await bearerRequest('DELETE', url, id.bearer)).status, 400, 'ids is required')
-  t.equal((await bearerRequest('DELETE', url, id.bearer, { query: { ids: '1,2' } })).status, 404, 'none found')
+  const noneFound = await bearerRequest('DELETE', url, id.bearer, { query: { ids: '1,2' } })
+  t.equal(noneFound.status, 400, 'none found')
+  t.match(noneFound.json(), { type: 'https://api.twitter.com/2/problems/invalid-request', errors: [{ parameters: { ids: ['1'] } }, { parameters: { ids: ['2'] } }] })
+  t.equal(problemErrors(noneFound.json()), undefined)
   const rest = await bearerRequest('DELETE', url, id.bearer, { query: { ids: ids.slice(2).join(',') } })
   t.equal(rest.status, 200)
   t.equal(rest.json<{ meta: { total_subscriptions: number } }>().meta.total_subscriptions, 1)

@@ -201,25 +201,38 @@ export function openWsStream(baseUrl: string, bearer: string, query: Record<stri
 // ---------------------------------------------------------------- OpenAPI validation
 
 /**
- * Validators of the public OpenAPI component schemas. Two documented
- * deviations where service-spec.md or the situation wins: filter.direction is
- * stored and returned as the spec spells it (sent/received), and a missing
- * subscription is reported with resource_type "subscription".
+ * Validators of the public OpenAPI component schemas. One documented
+ * deviation where service-spec.md wins: filter.direction is stored and
+ * returned as the spec spells it (sent/received). Problems are checked
+ * against the OpenAPI unchanged.
  */
+let problemSchemas: Record<string, string> = {}
 const openApi = openApiValidators((schemas) => {
   const filter = schemas.ActivitySubscriptionFilter as { properties: { direction: { enum: string[] } } }
   filter.properties.direction.enum = ['sent', 'received']
-  const notFound = schemas.ResourceNotFoundProblem as { allOf: Array<{ properties?: { resource_type?: { enum: string[] } } }> }
-  notFound.allOf[1]?.properties?.resource_type?.enum.push('subscription')
   // The streaming payload is a oneOf that several kinds satisfy at once; the envelope is checked with the
   // payload left open, and the payload against its kind's schema (OPENAPI_PAYLOADS).
   const envelope = JSON.parse(JSON.stringify(schemas.ActivityStreamingResponse)) as { properties: { data: { properties: Record<string, unknown> } } }
   envelope.properties.data.properties.payload = { type: 'object' }
   schemas.ActivityStreamingEnvelope = envelope as unknown as Record<string, unknown>
+  const mapping = (schemas.Problem as { discriminator: { mapping: Record<string, string> } }).discriminator.mapping
+  problemSchemas = Object.fromEntries(Object.entries(mapping).map(([type, ref]) => [type, ref.split('/').pop() as string]))
 })
 
 export const openApiValidator = openApi.validator
 export const openApiErrors = openApi.errors
+
+/**
+ * undefined when `problem` is valid for the schema its `type` selects in the
+ * OpenAPI's Problem discriminator (an unknown type is itself an error).
+ */
+export function problemErrors(problem: unknown): string | undefined {
+  openApi.validator('Problem') // compiles the document, which fills problemSchemas
+  const type = (problem as { type?: unknown } | undefined)?.type
+  const schema = typeof type === 'string' ? problemSchemas[type] : undefined
+  if (schema === undefined) return `no OpenAPI Problem schema for type ${JSON.stringify(type)}`
+  return openApi.errors(schema, problem)
+}
 
 /** The OpenAPI payload schema of an event kind (its streaming discriminator), where the description has one. */
 export const OPENAPI_PAYLOADS: Partial<Record<EventType, string>> = {
