@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import t from 'tap'
 import { AuthKeys } from '../../services/common/auth/records'
 import { audienceMembers, audienceRepo } from '../../services/gateway/ads/audiences/audiences'
-import { estimateAudience, fnv1a, sizeRange } from '../../services/gateway/ads/campaigns/audience-estimate'
+import { type Criterion, estimateAudience, EXPANDED_SHARE, matchProbability, sizeRange } from '../../services/gateway/ads/campaigns/audience-estimate'
 import type { TestResponse } from '../helper'
 import { type AdsFixture, adsFixture, expectError } from './campaigns-fixtures'
 
@@ -87,6 +87,8 @@ t.test('the estimate follows the data and the targeting semantics, deterministic
   const one = size(res)
   t.ok(one.min > 0 && one.min <= one.max, `a keyword reaches some of the ${users.length} people: ${JSON.stringify(one)}`)
   t.ok(one.max < users.length / 2, 'but not most of them')
+  const registered = await f.rt.ctx.store.zcard(AuthKeys.users())
+  t.same(one, sizeRange(Math.round(registered * 0.08)), 'a keyword reaches its documented share (8%) of the registered users')
   t.same(await estimate([nba]), one, 'the same question gets the same answer')
   t.same(await estimate([{ ...nba, targeting_value: 'NBA' }]), one, 'keyword matching ignores case')
 
@@ -118,14 +120,44 @@ t.test('custom audiences count their members, registered or not', async (t) => {
 })
 
 t.test('the estimate function itself', async (t) => {
-  t.equal(fnv1a(''), 0x811c9dc5)
-  t.equal(fnv1a('a'), 0xe40c292c, 'FNV-1a reference value')
-  const people = Array.from({ length: 500 }, (_, i) => `u${i}`)
-  const criteria = [{ targeting_type: 'INTEREST', targeting_value: '10012', operator_type: 'EQ' as const }]
-  const n = estimateAudience(criteria, { users: people, audiences: new Map() })
-  t.ok(n > 30 && n < 130, `an interest reaches about 15%: ${n}`)
-  t.equal(estimateAudience(criteria, { users: [...people].reverse(), audiences: new Map() }), n, 'order of the people does not matter')
-  t.equal(estimateAudience(criteria, { users: [], audiences: new Map() }), 0)
+  const eq = (targeting_type: string, targeting_value: string): Criterion => ({ targeting_type, targeting_value, operator_type: 'EQ' })
+  const ne = (targeting_type: string, targeting_value: string): Criterion => ({ targeting_type, targeting_value, operator_type: 'NE' })
+  const none = new Set<string>()
+  const near = (a: number, b: number): boolean => Math.abs(a - b) < 1e-12
+  // Modelled types: each distinct (type, value) an independent event with its documented share.
+  t.ok(near(matchProbability([eq('BROAD_KEYWORD', 'nba')], none), 0.08), 'one keyword: its share')
+  t.ok(near(matchProbability([eq('BROAD_KEYWORD', 'nba'), eq('INTEREST', '10012')], none), 1 - 0.92 * 0.85), 'primaries are unioned')
+  t.ok(near(matchProbability([eq('BROAD_KEYWORD', 'nba'), eq('LOCATION', 'a'), eq('LOCATION', 'b')], none), 0.08 * (1 - 0.8 * 0.8)), 'a narrowing type: any of its values')
+  t.ok(near(matchProbability([eq('BROAD_KEYWORD', 'nba'), ne('BROAD_KEYWORD', 'tech')], none), 0.08 * 0.92), 'NE removes its share')
+  t.equal(matchProbability([eq('BROAD_KEYWORD', 'nba'), ne('BROAD_KEYWORD', 'NBA')], none), 0, 'excluding what is included leaves nobody')
+  t.ok(near(matchProbability([eq('BROAD_KEYWORD', 'nba'), eq('BROAD_KEYWORD', 'NBA')], none), 0.08), 'the same event twice counts once')
+  // Audiences: membership is data, not a share.
+  t.equal(matchProbability([eq('CUSTOM_AUDIENCE', 'a')], new Set(['a'])), 1)
+  t.equal(matchProbability([eq('CUSTOM_AUDIENCE', 'a')], none), 0)
+  t.ok(near(matchProbability([eq('CUSTOM_AUDIENCE_EXPANDED', 'a')], none), EXPANDED_SHARE), 'lookalikes of non-members: the expanded share')
+  t.equal(matchProbability([eq('BROAD_KEYWORD', 'nba'), ne('CUSTOM_AUDIENCE', 'a')], new Set(['a'])), 0, 'members of an excluded audience are out')
+  // Names of Object's members are plain unknown values (validation refuses them first; the model never reads a prototype).
+  t.ok(near(matchProbability([eq('constructor', 'x')], none), 0.1))
+
+  const registered = (k: string): boolean => k.startsWith('u')
+  t.equal(await estimateAudience([eq('INTEREST', '10012')], { registeredUsers: 500, audiences: new Map(), isRegistered: registered }), 75, '15% of 500')
+  t.equal(await estimateAudience([eq('INTEREST', '10012')], { registeredUsers: 0, audiences: new Map(), isRegistered: registered }), 0)
+  const audiences = new Map([['a', new Set(['u1', 'u2', 'crm:1'])], ['b', new Set(['u2', 'crm:2'])]])
+  t.equal(await estimateAudience([eq('CUSTOM_AUDIENCE', 'a')], { registeredUsers: 10, audiences, isRegistered: registered }), 3, 'members, registered or not')
+  t.equal(await estimateAudience([eq('CUSTOM_AUDIENCE', 'a'), eq('CUSTOM_AUDIENCE', 'b')], { registeredUsers: 10, audiences, isRegistered: registered }), 4, 'a person in two audiences counts once')
+  // 3 members, and 10% of the other 10 - 2 registered users + crm:2: 3 + 0.9 → 4.
+  t.equal(await estimateAudience([eq('CUSTOM_AUDIENCE_EXPANDED', 'a')], { registeredUsers: 10, audiences, isRegistered: registered }), 4)
   t.same(sizeRange(0), { min: 0, max: 0 })
   t.same(sizeRange(10), { min: 9, max: 11 })
+
+  // A large audience is handled in slices: other work runs before the estimate is done.
+  const big = new Map([['big', new Set(Array.from({ length: 20_000 }, (_, i) => `crm:${i}`))]])
+  let finished = false
+  const pending = estimateAudience([eq('CUSTOM_AUDIENCE', 'big')], { registeredUsers: 0, audiences: big, isRegistered: registered }).then((n) => {
+    finished = true
+    return n
+  })
+  const interleaved = await new Promise<boolean>((resolve) => setImmediate(() => resolve(!finished)))
+  t.ok(interleaved, 'the event loop ran while the estimate was under way')
+  t.equal(await pending, 20_000)
 })
