@@ -81,8 +81,12 @@ t.test('keyword insights over ingested posts', async (t) => {
   t.same(dev.tweet_volume, [3, 2, 0])
   t.same(dev.related_keywords, ['cloud', '#javascript', 'apps', 'big', 'data', 'dev', 'love', 'native', 'pipelines', 'rocks', 'ship', 'tools'], 'by co-occurrence, ties by name; stop words, URLs and mentions left out')
 
-  const res = await call('GET', '12/insights/keywords/search', { query: { ...days, keywords: 'developers' } })
-  t.match(res.json<{ request: { params: Record<string, unknown> }; data_type: string }>(), { request: { params: { granularity: 'DAY', keywords: 'developers' } } })
+  // keywords is a list parameter: echoed as an array even with one item; a time is echoed normalized.
+  const res = await call('GET', '12/insights/keywords/search', { query: { ...days, start_time: days.start_time.replace(/Z$/, '+00:00'), keywords: 'developers' } })
+  t.same(res.json<{ request: { params: Record<string, unknown> } }>().request.params, { ...days, keywords: ['developers'] })
+  const failed = await call('GET', '12/insights/keywords/search', { query: { ...days, keywords: 'a,b', negative_keywords: 'c', granularity: 'WEEK' } })
+  t.equal(failed.status, 400)
+  t.same(failed.json<{ request: { params: Record<string, unknown> } }>().request.params, { ...days, granularity: 'WEEK', keywords: ['a', 'b'], negative_keywords: ['c'] }, 'declared lists are arrays even when the request fails before they are read')
 
   t.same((await search({ ...days, keywords: 'developers', negative_keywords: 'cloud' })).tweet_volume, [0, 2, 0], 'negative keywords exclude posts')
   t.same((await search({ ...days, keywords: 'developers', location: 'US' })).tweet_volume, [2, 1, 0], 'one country (from geo or the tagged place)')

@@ -172,7 +172,7 @@ t.test('every targeting type with a typical value, and the list parameters', asy
   // Creation order; entities created within one millisecond tie and come in id order (EntityRepo's index).
   const order = res.json<{ data: Json[] }>().data.map((c) => c.id as string)
   t.same([...order].sort(), [...ids].sort(), 'every criterion of the line item, none of the other')
-  t.same(res.json<{ request: { params: Json } }>().request.params.line_item_ids, li)
+  t.same(res.json<{ request: { params: Json } }>().request.params.line_item_ids, [li], 'a list parameter is echoed as an array, even with one item')
   res = await list({ line_item_ids: `${li},${other}`, with_total_count: 'true', count: '1' })
   t.equal(res.json<{ total_count: number }>().total_count, ids.length + 1)
   res = await list({ line_item_ids: `${li},${other}`, targeting_criterion_ids: `${ids[3]},${onOther.id}` })
