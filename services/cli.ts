@@ -14,12 +14,14 @@ const GROUPS: Record<string, () => Promise<{ run: (argv: string[]) => Promise<nu
   webhooks: () => import('./cli/webhooks'),
   events: () => import('./cli/events'),
   topics: () => import('./cli/ops').then((m) => ({ run: m.runTopics })),
-  lag: () => import('./cli/ops').then((m) => ({ run: m.runLag }))
+  lag: () => import('./cli/ops').then((m) => ({ run: m.runLag })),
+  account: () => import('./cli/accounts')
 }
 
 async function main(): Promise<number> {
   const [group, ...rest] = process.argv.slice(2)
-  const load = group === undefined ? undefined : GROUPS[group]
+  // Own keys only: `cli constructor` is an unknown group, not Object's constructor.
+  const load = group === undefined || !Object.hasOwn(GROUPS, group) ? undefined : GROUPS[group]
   if (!load) {
     process.stderr.write(`usage: cli <${Object.keys(GROUPS).join('|')}> ...\n`)
     return 2

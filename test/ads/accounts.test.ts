@@ -1,6 +1,10 @@
+import { spawnSync } from 'node:child_process'
+import path from 'node:path'
 import t from 'tap'
+import { run as runAccounts } from '../../services/cli/accounts'
+import { projectRoot } from '../../services/common/bus/topics'
 import { createAccount, grantAccountAccess, grantFeatures } from '../../services/gateway/ads/accounts'
-import { bearerRequest, plainRequest } from '../helper'
+import { bearerRequest, plainRequest, type TestResponse } from '../helper'
 import { adsFixture, expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
 
 /** Accounts (list, read, update), features, account apps, advertiser business categories, operator routes. */
@@ -22,8 +26,18 @@ t.test('accounts: list with filters, read, update', async (t) => {
   t.same((await f.api('GET', '/12/accounts', { query: { account_ids: `${second.id},${elsewhere.account.id}` } })).json<{ data: Array<{ id: string }> }>().data.map((a) => a.id), [second.id, elsewhere.account.id])
   const page = await f.api('GET', '/12/accounts', { query: { count: '2', sort_by: 'name-asc' } })
   const p = page.json<{ data: Array<{ name: string }>; next_cursor: string }>()
-  t.equal(p.data.length, 2)
+  t.same(p.data.map((a) => a.name), ['Beta Brand', 'Test account'], 'sort_by name-asc orders the first page')
   t.type(p.next_cursor, 'string')
+  const rest = (await f.api('GET', '/12/accounts', { query: { count: '2', sort_by: 'name-asc', cursor: p.next_cursor } })).json<{ data: Array<{ name: string }>; next_cursor: string | null }>()
+  t.same(rest.data.map((a) => a.name), ['Test account'], 'and the cursor continues in that order')
+  t.equal(rest.next_cursor, null)
+  const desc = (await f.api('GET', '/12/accounts', { query: { sort_by: 'name-desc' } })).json<{ data: Array<{ name: string }> }>()
+  t.same(desc.data.map((a) => a.name), ['Test account', 'Test account', 'Beta Brand'], 'name-desc reverses it')
+  const byCreation = (await f.api('GET', '/12/accounts', { query: { sort_by: 'created_at-desc' } })).json<{ data: Array<{ id: string; created_at: string }> }>()
+  t.same(byCreation.data.map((a) => a.created_at), byCreation.data.map((a) => a.created_at).sort().reverse(), 'created_at-desc: newest first')
+  t.equal((await f.api('GET', '/12/accounts', { query: { count: '1000' } })).status, 200, 'count 1000 is accepted')
+  expectError(t, await f.api('GET', '/12/accounts', { query: { count: '1001' } }), 400, 'INVALID_PARAMETER', 'count')
+  expectError(t, await f.api('GET', '/12/accounts', { query: { sort_by: 'name-sideways' } }), 400, 'INVALID_PARAMETER', 'sort_by')
   t.equal((await f.api('GET', '/12/accounts', { query: { with_total_count: 'true' } })).json<{ total_count: number }>().total_count, 3)
   expectError(t, await f.api('GET', '/12/accounts', { query: { count: '0' } }), 400, 'INVALID_PARAMETER', 'count')
   expectError(t, await f.api('GET', '/12/accounts', { query: { with_total_count: 'true', cursor: p.next_cursor } }), 400, 'EXCLUSIVE_PARAMETERS', 'with_total_count')
@@ -125,4 +139,75 @@ t.test('advertiser business categories: the IAB-based list', async (t) => {
   const codes = body.data.flatMap((c) => c.iab_categories)
   t.equal(new Set(codes).size, codes.length, 'each IAB code belongs to one business category')
   for (const code of codes) t.match(code, /^IAB\d{1,2}(-\d{1,2})?$/)
+})
+
+t.test('the account CLI grants and revokes operator-only features (account history allowlist)', async (t) => {
+  const f = await adsFixture(t)
+  const env = { GATEWAY_URL: f.rt.baseUrl, OPERATOR_TOKEN }
+  const cli = async (argv: string[], environment: Record<string, string> = env): Promise<{ code: number; out: string; err: string }> => {
+    let out = ''
+    let err = ''
+    const code = await runAccounts(argv, { env: environment, out: (s) => void (out += s), err: (s) => void (err += s) })
+    return { code, out, err }
+  }
+  const hour = 3_600_000
+  const start = Math.floor(Date.now() / hour) * hour - hour
+  const history = (): Promise<TestResponse> => f.call('GET', '/account_history', {
+    query: { entity_type: 'CAMPAIGN', entity_id: 'anything', start_time: new Date(start).toISOString(), end_time: new Date(start + 3 * hour).toISOString() }
+  })
+  expectError(t, await history(), 403, 'FEATURE_NOT_ENABLED', undefined)
+
+  const granted = await cli(['feature', 'grant', '--account', f.account.id, '--feature', 'ACCOUNT_HISTORY_ACCESS', '--json'])
+  t.equal(granted.code, 0, granted.err)
+  t.same(JSON.parse(granted.out), { account_id: f.account.id, feature_keys: ['ACCOUNT_HISTORY_ACCESS'] })
+  t.equal((await history()).status, 200, 'the allowlisted account reads its history')
+
+  const more = await cli(['feature', 'grant', '--account', f.account.id, '--feature', 'AGE_TARGETING,REACH_FREQUENCY_CAP'])
+  t.equal(more.code, 0, more.err)
+  t.match(more.out, /granted AGE_TARGETING, REACH_FREQUENCY_CAP\naccount \w+: ACCOUNT_HISTORY_ACCESS, AGE_TARGETING, REACH_FREQUENCY_CAP/)
+  const listed = await cli(['feature', 'list', '--account', f.account.id])
+  t.equal(listed.out, `account ${f.account.id}: ACCOUNT_HISTORY_ACCESS, AGE_TARGETING, REACH_FREQUENCY_CAP\n`)
+
+  const revoked = await cli(['feature', 'revoke', '--account', f.account.id, '--feature', 'ACCOUNT_HISTORY_ACCESS', '--feature', 'AGE_TARGETING', '--json'])
+  t.equal(revoked.code, 0, revoked.err)
+  t.same(JSON.parse(revoked.out).feature_keys, ['REACH_FREQUENCY_CAP'])
+  expectError(t, await history(), 403, 'FEATURE_NOT_ENABLED', undefined)
+
+  // Refusals: the gateway's (exit 1, its message) and usage (exit 2).
+  const unknown = await cli(['feature', 'grant', '--account', f.account.id, '--feature', 'MAKE_IT_FREE'])
+  t.equal(unknown.code, 1)
+  t.match(unknown.err, /^error: 400 .*Unknown feature keys: MAKE_IT_FREE/)
+  for (const name of ['constructor', '__proto__', 'toString']) {
+    const proto = await cli(['feature', 'grant', '--account', f.account.id, '--feature', name])
+    t.equal(proto.code, 1, `feature ${name} is an unknown key`)
+    t.match(proto.err, /Unknown feature keys/)
+  }
+  const missing = await cli(['feature', 'grant', '--account', 'nosuch', '--feature', 'AGE_TARGETING'])
+  t.equal(missing.code, 1)
+  t.match(missing.err, /error: 404/)
+  t.equal((await cli(['feature', 'grant', '--account', f.account.id])).code, 2, '--feature is required')
+  t.equal((await cli(['feature', 'list'])).code, 2, '--account is required')
+  t.equal((await cli(['feature', 'explode', '--account', f.account.id])).code, 2)
+  const usage = await cli([])
+  t.equal(usage.code, 2)
+  t.match(usage.err, /usage:\n {2}account create/)
+  const unauthorized = await cli(['feature', 'list', '--account', f.account.id], { ...env, OPERATOR_TOKEN: 'wrong' })
+  t.equal(unauthorized.code, 1)
+  t.match(unauthorized.err, /error: 401/)
+
+  // Opening an account for a user.
+  const opened = await cli(['create', '--user-id', f.id.user.id, '--name', 'From the CLI', '--json'])
+  t.equal(opened.code, 0, opened.err)
+  const openedBody = JSON.parse(opened.out) as { account: { id: string; name: string }; funding_instrument_id: string }
+  t.equal(openedBody.account.name, 'From the CLI')
+  t.equal((await f.api('GET', `/12/accounts/${openedBody.account.id}`)).status, 200, 'the user reaches the new account')
+})
+
+t.test('the CLI dispatcher names only its own groups', async (t) => {
+  // `cli constructor` once loaded Object's constructor as a command group and crashed.
+  for (const group of ['constructor', '__proto__', 'toString']) {
+    const res = spawnSync(process.execPath, ['--import=tsx', path.join(projectRoot(), 'services/cli.ts'), group], { encoding: 'utf8', timeout: 60_000 })
+    t.equal(res.status, 2, `${group}: usage exit (${res.stderr.slice(0, 200)})`)
+    t.match(res.stderr, /^usage: cli <.*\baccount\b.*>/, `${group}: the usage lists the groups`)
+  }
 })
