@@ -6,13 +6,16 @@ import { registerOAuthRoutes } from './oauth/routes'
 import { registerOAuth2UserRoutes } from './oauth2/routes'
 import { registerMediaRoutes } from './media/routes'
 import { startAudienceWorkers } from './ads/audiences/worker'
+import { startOutboxRelay } from './outbox'
 
 /**
  * The gateway: OAuth provider, operator API for apps and users, and the
  * advertising interface (design.md). The sandbox host serves the
- * sandbox-only ads operations plus the same ads routes. Its workers: keyword
- * insights ingest (activity.events), the audience targeting index
- * (ads.entity-changes) and the evaluator of FILTERED product sets.
+ * sandbox-only ads operations plus the same ads routes. Its workers: the
+ * outbox relay (publishes every committed entity change and advertiser post,
+ * retrying what a crash or a broker outage left), keyword insights ingest
+ * (activity.events), the audience targeting index (ads.entity-changes) and
+ * the evaluator of FILTERED product sets.
  */
 export const gatewayService: ServiceDefinition = {
   name: 'gateway',
@@ -27,5 +30,5 @@ export const gatewayService: ServiceDefinition = {
     await registerSandboxRoutes(app, ctx)
     await registerAdsRoutes(app, ctx)
   },
-  start: (ctx) => startAudienceWorkers(ctx)
+  start: async (ctx) => [...(await startAudienceWorkers(ctx)), startOutboxRelay(ctx)]
 }

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
 import { Ads } from '../../../common/errors'
-import { type Account, accountFeatures, INDUSTRY_TYPES, listAccountsForUser, nowIso, publicAccount, requireAccount, saveAccount } from '../accounts'
+import { type Account, AccountKeys, accountFeatures, INDUSTRY_TYPES, listAccountsForUser, nowIso, publicAccount, requireAccount } from '../accounts'
 import { actorOf, ADS_AUTH, listOptions, paginate, Params, sendData, userIdOf } from '../conventions'
-import { diffFields, publishEntityChange } from '../entities'
+import { commitEntityChanges, diffFields } from '../entities'
 import { accountApps } from './account-apps'
 import { REPORTED_FEATURES, sortedKeys } from './features'
 import { filterByIds, matchesNamePrefix, pageExtras } from './lists'
@@ -46,8 +46,8 @@ export async function registerAccountRoutes(app: FastifyInstance, ctx: ServiceCo
     const changes = diffFields(publicAccount(before), publicAccount(after))
     if (Object.keys(changes).length > 0) {
       after.updated_at = nowIso()
-      await saveAccount(ctx, after)
-      await publishEntityChange(ctx, {
+      // The account and its change event commit together (the outbox publishes the event).
+      await commitEntityChanges(ctx, [{ op: 'set', key: AccountKeys.account(after.id), value: JSON.stringify(after) }], [{
         account_id: after.id,
         entity_type: 'ACCOUNT',
         entity_id: after.id,
@@ -55,7 +55,7 @@ export async function registerAccountRoutes(app: FastifyInstance, ctx: ServiceCo
         changed_by: actorOf(request),
         changes,
         entity_data: publicAccount(after) as unknown as Record<string, unknown>
-      })
+      }])
     }
     return sendData(request, reply, publicAccount(after), 'account')
   })

@@ -3,17 +3,17 @@ import type { Server } from 'node:http'
 import type { ServiceContext } from '../../../common/context'
 import {
   type Account,
+  AccountKeys,
   accountFeatures,
   createAccount,
   grantFeatures,
   nowIso,
   publicAccount,
   requireAccount,
-  revokeFeatures,
-  saveAccount
+  revokeFeatures
 } from '../accounts'
 import { actorOf, ADS_AUTH, Params, sendData, userIdOf } from '../conventions'
-import { publishEntityChange } from '../entities'
+import { commitEntityChanges, type EntityChangeInput, publishEntityChange } from '../entities'
 import { SANDBOX_FEATURES, sortedKeys } from './features'
 import { createDefaultFundingInstrument, registerSandboxFundingInstrumentRoutes } from './funding-instruments'
 
@@ -45,8 +45,10 @@ export async function registerSandboxRoutes(app: FastifyInstance, ctx: ServiceCo
   app.delete<{ Params: { account_id: string } }>('/12/accounts/:account_id', { config: { auth: ADS_AUTH } }, async (request, reply) => {
     const account = await requireAccount(ctx, request, request.params.account_id)
     const deleted: Account = { ...account, deleted: true, updated_at: nowIso() }
-    await saveAccount(ctx, deleted)
-    await publishEntityChange(ctx, { ...accountChange(deleted, 'DELETE', actorOf(request)), changes: { deleted: { old: false, new: true } } })
+    // The account and its change event commit together (the outbox publishes the event).
+    await commitEntityChanges(ctx, [{ op: 'set', key: AccountKeys.account(deleted.id), value: JSON.stringify(deleted) }], [
+      { ...accountChange(deleted, 'DELETE', actorOf(request)), changes: { deleted: { old: false, new: true } } }
+    ])
     return sendData(request, reply, publicAccount(deleted), 'account')
   })
 
@@ -70,7 +72,7 @@ export async function registerSandboxRoutes(app: FastifyInstance, ctx: ServiceCo
   await registerSandboxFundingInstrumentRoutes(app, ctx)
 }
 
-function accountChange(account: Account, changeType: 'CREATE' | 'DELETE', actor: { user_id: string; platform: string }): Parameters<typeof publishEntityChange>[1] {
+function accountChange(account: Account, changeType: 'CREATE' | 'DELETE', actor: { user_id: string; platform: string }): EntityChangeInput {
   const data = publicAccount(account) as unknown as Record<string, unknown>
   const changes: Record<string, { old: unknown; new: unknown }> = {}
   if (changeType === 'CREATE') for (const [k, v] of Object.entries(data)) if (k !== 'updated_at') changes[k] = { old: null, new: v }
