@@ -20,8 +20,10 @@ import {
   type InvalidRequestItem
 } from './errors'
 import { newUuid } from './ids'
+import { jsonBodyKind, jsonDepthGuard, JsonTooDeepError, MAX_JSON_DEPTH } from './json-depth'
 import { redactUrl } from './logger'
 import { registerRateLimits } from './ratelimit'
+import type { HttpPart } from './schemas'
 
 /**
  * Builds a fastify server with what every service's HTTP side shares:
@@ -72,23 +74,61 @@ export function errorShapeFor(request: FastifyRequest): ErrorShape {
   return shapeOfPath(request.url)
 }
 
-/** Echo of path and query parameters for the ads envelope (comma lists become arrays). */
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * Query parameters this ads route takes as comma lists. They are echoed
+     * as arrays in `request.params` even when the request fails before the
+     * handler parsed them; lists the handler parses are recorded anyway
+     * (recordAdsEcho), so declaring them only matters for early errors.
+     */
+    adsListParams?: readonly string[]
+  }
+}
+
+/** Per request: the echo of each query parameter the ads handler has parsed (see recordAdsEcho). */
+const adsEchoes = new WeakMap<FastifyRequest, Map<string, unknown>>()
+
+/**
+ * Records how a parsed query parameter is echoed in `request.params`: a comma
+ * list as the array of its items, a time in its normalized form. Parameters
+ * not recorded (and not declared as lists) are echoed as the strings received.
+ */
+export function recordAdsEcho(request: FastifyRequest, name: string, value: unknown): void {
+  let echoes = adsEchoes.get(request)
+  if (!echoes) adsEchoes.set(request, (echoes = new Map()))
+  echoes.set(name, value)
+}
+
+function declaredAdsList(request: FastifyRequest, name: string): boolean {
+  return request.routeOptions?.config?.adsListParams?.includes(name) ?? false
+}
+
+/**
+ * Echo of path and query parameters for the ads envelope. Only parameters
+ * the route takes as lists are arrays (always, even with one item): a free
+ * text value that happens to hold a comma stays a string.
+ */
 export function adsRequestParams(request: FastifyRequest): Record<string, unknown> {
-  const out: Record<string, unknown> = {}
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>
   const params = (request.params ?? {}) as Record<string, unknown>
   for (const [k, v] of Object.entries(params)) if (k !== '*') out[k] = v
+  const echoes = adsEchoes.get(request)
   const q = request.url.indexOf('?')
   if (q >= 0) {
     try {
       for (const [k, v] of formPairs(request.url.slice(q + 1))) {
         if (k.startsWith('oauth_')) continue
-        out[k] = v.includes(',') ? v.split(',') : v
+        if (echoes?.has(k)) out[k] = echoes.get(k)
+        else if (declaredAdsList(request, k)) out[k] = v === '' ? [] : v.split(',').map((item) => item.trim())
+        else out[k] = v
       }
     } catch {
       // A malformed query is reported by validation; the echo simply omits it.
     }
   }
-  return out
+  // A plain object again: JSON serialization and deep-equality checks expect one.
+  return { ...out }
 }
 
 function sendAds(reply: FastifyReply, request: FastifyRequest, err: AdsError): FastifyReply {
@@ -150,6 +190,9 @@ export function renderError(err: unknown, request: FastifyRequest, reply: Fastif
     if (shape === 'ads') return sendAds(reply, request, validationToAds(fe))
     return sendProblem(reply, problemBase, validationToProblem(fe))
   }
+  if (isMalformedBody(fe) && shape === 'v2') {
+    return sendProblem(reply, problemBase, Problems.invalidRequest([{ message: clientMessage(fe, 400), parameters: { body: [] } }]))
+  }
   const status = typeof fe?.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500 ? fe.statusCode : 500
   if (status === 500) {
     log.error({ err, reqId: request.id, url: redactUrl(request.url) }, 'unhandled error')
@@ -160,11 +203,26 @@ export function renderError(err: unknown, request: FastifyRequest, reply: Fastif
   return sendProblem(reply, problemBase, Problems.generic(status, message))
 }
 
+/** Marks errors of the form parser below, so they render like the other unparseable bodies. */
+const INVALID_FORM_BODY = 'GW_INVALID_FORM_BODY'
+
+/**
+ * A body that could not be parsed (bad JSON, too deep, empty, wrong length, bad form
+ * encoding): a 400 of the request as a whole, the v2 invalid-request Problem.
+ * Too large (413) and unsupported media types (415) keep their own statuses.
+ */
+function isMalformedBody(err: FastifyError | undefined): boolean {
+  if (!err || err.statusCode !== 400) return false
+  if (err instanceof JsonTooDeepError || err.code === INVALID_FORM_BODY) return true
+  return typeof err.code === 'string' && err.code.startsWith('FST_ERR_CTP_')
+}
+
 function clientMessage(err: FastifyError, status: number): string {
   switch (err?.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE': return 'Request body is too large.'
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return `Unsupported Content-Type: ${err.message.replace(/^Unsupported Media Type: ?/, '')}`
     case 'FST_ERR_CTP_EMPTY_JSON_BODY': return 'Body cannot be empty when content-type is set to application/json.'
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH': return 'Request body size did not match Content-Length.'
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case undefined:
       if (err instanceof SyntaxError || err?.code === 'FST_ERR_CTP_INVALID_JSON_BODY') return 'Request body is not valid JSON.'
@@ -172,6 +230,13 @@ function clientMessage(err: FastifyError, status: number): string {
     default:
       return err.message
   }
+}
+
+/** A client-chosen request id worth keeping: short, and nothing a log or header could be confused by. */
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+export function clientRequestId(header: string | string[] | undefined): string | undefined {
+  return typeof header === 'string' && SAFE_REQUEST_ID.test(header) ? header : undefined
 }
 
 const LAST_HEAD = Symbol('lastRequestHead')
@@ -215,9 +280,32 @@ function answerClientError(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, 
   socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
 }
 
-/** Answers unknown routes in the shape of the interface the path belongs to. */
-function notFound(request: FastifyRequest, reply: FastifyReply, problemBase: string): FastifyReply {
+const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
+
+/**
+ * The methods some route serves this path with; empty when the path is unknown, or
+ * when it is served with this very method (a handler that called reply.callNotFound()).
+ */
+function methodsServing(app: FastifyInstance, method: string, path: string): string[] {
+  const allowed = HTTP_METHODS.filter((m) => app.findRoute({ method: m, url: path }) !== null)
+  return allowed.includes(method as (typeof HTTP_METHODS)[number]) ? [] : allowed
+}
+
+/**
+ * Answers unknown routes in the shape of the interface the path belongs to:
+ * 405 with `Allow` when the path exists under other methods (v2 and ads;
+ * the classic interface answers every unknown request with code 34), 404 otherwise.
+ */
+function notFound(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, problemBase: string): FastifyReply {
   const shape = errorShapeFor(request)
+  const path = request.url.split('?')[0] ?? '/'
+  const allowed = shape === 'classic' ? [] : methodsServing(app, request.method, path)
+  if (allowed.length > 0) {
+    reply.header('allow', allowed.join(', '))
+    const message = `The route ${request.method} ${path} does not exist; it supports ${allowed.join(', ')}.`
+    if (shape === 'ads') return sendAds(reply, request, new AdsError(405, { code: 'METHOD_NOT_ALLOWED', message }))
+    return sendProblem(reply, problemBase, Problems.generic(405, message))
+  }
   if (shape === 'ads') return sendAds(reply, request, new AdsError(404, { code: 'ROUTE_NOT_FOUND', message: 'The requested resource could not be found' }))
   if (shape === 'classic') return reply.code(404).type('application/json; charset=utf-8').send({ errors: [{ code: 34, message: 'Sorry, that page does not exist.' }] })
   return sendProblem(reply, problemBase, Problems.generic(404, `The route ${request.method} ${request.url.split('?')[0]} does not exist.`))
@@ -229,8 +317,9 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
   const app = fastify({
     loggerInstance: ctx.log,
     bodyLimit: config.bodyLimit,
-    requestIdHeader: 'x-request-id',
-    genReqId: () => newUuid(),
+    // The client's X-Request-Id is adopted only when it is a short token (it reaches logs and headers).
+    requestIdHeader: false,
+    genReqId: (req) => clientRequestId(req.headers['x-request-id']) ?? newUuid(),
     // One structured line per request is written by the onResponse hook below (with the URL's secrets redacted).
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { maxParamLength: 500 },
@@ -239,11 +328,13 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => answerClientError(err, socket, config.problemBase),
     // Errors fastify raises before routing (malformed URL, over-long parameter) use the same rendering.
     frameworkErrors: (err, request, reply) => renderError(err, request, reply, config.problemBase, ctx.log),
-    ajv: { customOptions: { allErrors: true, coerceTypes: 'array', useDefaults: true, removeAdditional: false, strict: false } },
     ...(https ? { https } : {})
   }) as unknown as FastifyInstance
 
+  // Response serialization resolves $refs through these; validation uses the registry's own ajv.
   for (const schema of ctx.schemas.schemas.values()) app.addSchema(schema)
+  // Bodies are JSON and must carry the schema's types; query, params and headers are text and are coerced.
+  app.setValidatorCompiler(({ schema, httpPart }) => ctx.schemas.requestValidator(schema as Record<string, unknown>, httpPart as HttpPart | undefined))
 
   app.server.on(https ? 'secureConnection' : 'connection', trackRequestHeads)
 
@@ -266,10 +357,18 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
       }
       done(null, out)
     } catch (err) {
-      const e = err as Error & { statusCode?: number }
-      e.statusCode = 400
-      done(e, undefined)
+      // A body problem, not an OAuth header one: it renders as a malformed body in every interface.
+      const detail = (err as Error).message.replace(/^malformed /, '')
+      done(Object.assign(new Error(`Request body is not valid form encoding: ${detail}.`), { statusCode: 400, code: INVALID_FORM_BODY }), undefined)
     }
+  })
+
+  // JSON and NDJSON bodies are measured while they stream in: too deep is refused before parsing.
+  app.addHook('preParsing', async (request, _reply, payload) => {
+    const kind = jsonBodyKind(request.headers['content-type'])
+    if (kind === undefined) return payload
+    // pipe, not pipeline: a refused body must not destroy the socket the answer goes out on.
+    return payload.pipe(jsonDepthGuard(MAX_JSON_DEPTH, kind === 'ndjson'))
   })
 
   app.addHook('onRequest', async (request, reply) => {
@@ -288,7 +387,7 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
   registerRateLimits(app, ctx)
 
   app.setErrorHandler((err, request, reply) => renderError(err, request, reply, config.problemBase, ctx.log))
-  app.setNotFoundHandler((request, reply) => notFound(request, reply, config.problemBase))
+  app.setNotFoundHandler((request, reply) => notFound(app, request, reply, config.problemBase))
 
   app.get('/healthz', async () => ({ status: 'ok', service: ctx.serviceName }))
   app.get('/readyz', async (_request, reply) => {

@@ -30,13 +30,32 @@ function isSchemaFile(rel: string): boolean {
   return !rel.startsWith(`data${path.sep}`) && !rel.startsWith(`platform${path.sep}`)
 }
 
+/**
+ * The one ajv configuration of the process. Validators differ only in type
+ * coercion: JSON (event payloads, request bodies) must carry the schema's
+ * types, `{"url": 5}` is not a string; query strings, path parameters and
+ * headers are text on the wire, so `max_results=10` is coerced to a number
+ * (and a single value to a one-element array).
+ */
+export type Coercion = false | 'array'
+
+function newAjv(coerceTypes: Coercion): Ajv {
+  const ajv = new Ajv({ allErrors: true, strict: false, coerceTypes, useDefaults: true, removeAdditional: false })
+  addFormats(ajv)
+  return ajv
+}
+
+/** The parts of a request fastify validates. */
+export type HttpPart = 'body' | 'querystring' | 'params' | 'headers'
+
 export class SchemaRegistry {
+  /** Without coercion: events and request bodies. */
   readonly ajv: Ajv
   readonly schemas = new Map<string, JsonSchema>()
+  private coercing: Ajv | undefined
 
   constructor(dir: string = SCHEMA_DIR) {
-    this.ajv = new Ajv({ allErrors: true, strict: false, coerceTypes: false, useDefaults: true, removeAdditional: false })
-    addFormats(this.ajv)
+    this.ajv = newAjv(false)
     for (const file of listJsonFiles(dir)) {
       const rel = path.relative(dir, file)
       if (!isSchemaFile(rel)) continue
@@ -61,6 +80,25 @@ export class SchemaRegistry {
 
   has(id: string): boolean {
     return this.schemas.has(id)
+  }
+
+  /**
+   * The validator of one part of a request (fastify's validator compiler,
+   * see http.ts): bodies without coercion, the textual parts with it. Both
+   * resolve `$ref`s to every schema of `schemas/`.
+   */
+  requestValidator(schema: Record<string, unknown>, part: HttpPart | undefined): ValidateFunction {
+    if (part === 'body' || part === undefined) return this.ajv.compile(schema)
+    return this.coercingAjv().compile(schema)
+  }
+
+  private coercingAjv(): Ajv {
+    if (!this.coercing) {
+      const ajv = newAjv('array')
+      for (const schema of this.schemas.values()) ajv.addSchema(schema)
+      this.coercing = ajv
+    }
+    return this.coercing
   }
 }
 

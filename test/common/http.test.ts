@@ -1,0 +1,168 @@
+import t from 'tap'
+import type { FastifyInstance } from 'fastify'
+import type { ServiceDefinition, ServiceName } from '../../services/common/service'
+import { MAX_JSON_DEPTH } from '../../services/common/json-depth'
+import { plainRequest, startTestRuntime } from '../helper'
+
+/**
+ * What the shared HTTP layer (services/common/http.ts) does for every route,
+ * checked on probe routes of each interface so the cases do not depend on
+ * any one service's routes: malformed and over-deep bodies, body types
+ * without coercion, 405 on a known path, and the X-Request-Id rule.
+ */
+
+const probeBody = {
+  type: 'object',
+  required: ['url'],
+  additionalProperties: false,
+  properties: {
+    url: { type: 'string' },
+    n: { type: 'integer' },
+    flag: { type: 'boolean' },
+    filter: { type: 'object', additionalProperties: false, properties: { user_id: { type: 'string' } } }
+  }
+}
+
+async function probeRoutes(app: FastifyInstance): Promise<void> {
+  app.post('/2/probe', { schema: { body: probeBody, querystring: { type: 'object', properties: { max_results: { type: 'integer' }, ids: { type: 'array', items: { type: 'string' } } } } } }, async (request) => ({
+    body: request.body,
+    query: request.query
+  }))
+  for (const path of ['/12/probe', '/1.1/probe.json', '/oauth/probe', '/2/echo']) app.post(path, async (request) => ({ body: request.body }))
+  app.get('/2/gone', async (_request, reply) => reply.callNotFound())
+  await app.register(async (scope) => {
+    scope.addContentTypeParser('application/x-ndjson', { parseAs: 'string' }, (_request, body, done) => done(null, { lines: (body as string).split('\n').filter(Boolean).length }))
+    scope.post('/2/probe-ndjson', async (request) => request.body)
+  })
+}
+
+const probe = { name: 'probe' as ServiceName, routes: probeRoutes } satisfies ServiceDefinition
+
+const nested = (depth: number): string => `${'['.repeat(depth)}${']'.repeat(depth)}`
+
+async function rawPost(url: string, body: string, contentType = 'application/json'): Promise<{ status: number; type: string; json: () => Record<string, unknown> }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': contentType }, body })
+  const text = await res.text()
+  return { status: res.status, type: res.headers.get('content-type') ?? '', json: () => JSON.parse(text) as Record<string, unknown> }
+}
+
+t.test('deeply nested JSON is a 400 in each interface\'s shape, before any handler sees it', async (t) => {
+  const rt = await startTestRuntime(t, { services: [probe] })
+  const base = rt.baseUrl
+  const problemBase = rt.ctx.config.problemBase
+
+  const v2 = await rawPost(`${base}/2/echo`, nested(5000))
+  t.equal(v2.status, 400)
+  t.equal(v2.type, 'application/problem+json; charset=utf-8')
+  t.match(v2.json(), { type: `${problemBase}/invalid-request`, status: 400, errors: [{ message: /deeper than 64/, parameters: { body: [] } }] })
+
+  const ads = await rawPost(`${base}/12/probe`, nested(5000))
+  t.equal(ads.status, 400)
+  t.match(ads.json(), { errors: [{ code: 'INVALID_PARAMETER', message: /deeper than 64/ }], request: { params: {} } })
+
+  for (const path of ['/1.1/probe.json', '/oauth/probe']) {
+    const classic = await rawPost(`${base}${path}`, nested(5000))
+    t.equal(classic.status, 400, path)
+    t.match(classic.json(), { errors: [{ code: 214, message: /deeper than 64/ }] }, `${path}: the classic error`)
+  }
+
+  const objects = `${'{"a":'.repeat(200)}1${'}'.repeat(200)}`
+  t.equal((await rawPost(`${base}/2/echo`, objects)).status, 400, 'nested objects count too')
+
+  const atBound = await rawPost(`${base}/2/echo`, nested(MAX_JSON_DEPTH))
+  t.equal(atBound.status, 200, `${MAX_JSON_DEPTH} levels are accepted`)
+  t.equal((await rawPost(`${base}/2/echo`, nested(MAX_JSON_DEPTH + 1))).status, 400, `${MAX_JSON_DEPTH + 1} are not`)
+  const inString = await rawPost(`${base}/2/echo`, JSON.stringify({ text: `"\\${'['.repeat(5000)}` }))
+  t.equal(inString.status, 200, 'brackets inside strings (even after escaped quotes) are text, not nesting')
+  t.equal((inString.json().body as { text: string }).text.length, 5002)
+
+  const deepLine = `{"ok":1}\n${nested(5000)}\n`
+  const ndjson = await rawPost(`${base}/2/probe-ndjson`, deepLine, 'application/x-ndjson')
+  t.equal(ndjson.status, 400, 'an NDJSON line nesting too deep refuses the body')
+  t.match(ndjson.json(), { type: `${problemBase}/invalid-request` })
+  const manyLines = Array.from({ length: 200 }, () => nested(MAX_JSON_DEPTH)).join('\n')
+  const ok = await rawPost(`${base}/2/probe-ndjson`, manyLines, 'application/x-ndjson')
+  t.equal(ok.status, 200, 'NDJSON depth is per line, not summed over lines')
+  t.same(ok.json(), { lines: 200 })
+})
+
+t.test('malformed bodies on v2 paths are the invalid-request Problem', async (t) => {
+  const rt = await startTestRuntime(t, { services: [probe] })
+  const problemBase = rt.ctx.config.problemBase
+  for (const [label, body] of [['truncated JSON', '{"url":'], ['a proto-poisoning key', '{"__proto__":{"x":1},"url":"a"}'], ['empty', '']] as const) {
+    const res = await rawPost(`${rt.baseUrl}/2/probe`, body)
+    t.equal(res.status, 400, label)
+    t.equal(res.type, 'application/problem+json; charset=utf-8')
+    t.match(res.json(), { type: `${problemBase}/invalid-request`, title: 'Invalid Request', status: 400, errors: [{ message: String, parameters: { body: [] } }] }, label)
+  }
+  const form = await rawPost(`${rt.baseUrl}/2/echo`, 'a=%E0%A4%A', 'application/x-www-form-urlencoded')
+  t.equal(form.status, 400)
+  t.match(form.json(), { type: `${problemBase}/invalid-request` }, 'a form body that cannot be decoded too')
+  const tooLarge = await rawPost(`${rt.baseUrl}/2/echo`, JSON.stringify({ pad: 'x'.repeat(rt.ctx.config.bodyLimit) }))
+  t.equal(tooLarge.status, 413, 'too large keeps its own status')
+  const ads = await rawPost(`${rt.baseUrl}/12/probe`, '{"url":')
+  t.match(ads.json(), { errors: [{ code: 'INVALID_PARAMETER' }], request: { params: {} } }, 'ads paths keep the envelope')
+})
+
+t.test('request bodies are validated without type coercion; query strings are coerced', async (t) => {
+  const rt = await startTestRuntime(t, { services: [probe] })
+  const url = `${rt.baseUrl}/2/probe`
+  const problemBase = rt.ctx.config.problemBase
+
+  const good = await plainRequest('POST', url, { json: { url: 'https://a.example', n: 3, flag: true, filter: { user_id: '123' } }, query: { max_results: '10', ids: '7' } })
+  t.equal(good.status, 200)
+  t.same(good.json(), { body: { url: 'https://a.example', n: 3, flag: true, filter: { user_id: '123' } }, query: { max_results: 10, ids: ['7'] } }, 'query values are coerced to the schema\'s types')
+
+  for (const [label, body, field] of [
+    ['a number for a string', { url: 5 }, 'url'],
+    ['a nested number for a string', { url: 'x', filter: { user_id: 123 } }, 'filter.user_id'],
+    ['a string for an integer', { url: 'x', n: '3' }, 'n'],
+    ['a string for a boolean', { url: 'x', flag: 'true' }, 'flag'],
+    ['an array for a string', { url: ['x'] }, 'url']
+  ] as const) {
+    const res = await plainRequest('POST', url, { json: body })
+    t.equal(res.status, 400, label)
+    t.match(res.json(), { type: `${problemBase}/invalid-request`, errors: [{ message: new RegExp(`\`${field.replace('.', '\\.')}\` field must be`), parameters: { [field]: [] } }] }, label)
+  }
+  const badQuery = await plainRequest('POST', url, { json: { url: 'x' }, query: { max_results: 'ten' } })
+  t.equal(badQuery.status, 400, 'a query value that cannot be coerced is still refused')
+})
+
+t.test('an unknown method on a known path is 405 with Allow; unknown paths stay 404', async (t) => {
+  const rt = await startTestRuntime(t, { services: [probe] })
+  const base = rt.baseUrl
+  const v2 = await plainRequest('DELETE', `${base}/2/probe?x=1`)
+  t.equal(v2.status, 405)
+  t.equal(v2.headers.get('allow'), 'POST')
+  t.equal(v2.headers.get('content-type'), 'application/problem+json; charset=utf-8')
+  t.match(v2.json(), { type: 'about:blank', title: 'Method Not Allowed', status: 405, detail: /DELETE \/2\/probe .*supports POST/ })
+
+  const ads = await plainRequest('GET', `${base}/12/probe`, { query: { count: '3' } })
+  t.equal(ads.status, 405)
+  t.equal(ads.headers.get('allow'), 'POST')
+  t.match(ads.json(), { errors: [{ code: 'METHOD_NOT_ALLOWED', message: /supports POST/ }], request: { params: { count: '3' } } })
+
+  const getOnly = await plainRequest('POST', `${base}/healthz`)
+  t.equal(getOnly.status, 405)
+  t.equal(getOnly.headers.get('allow'), 'GET, HEAD', 'GET routes answer HEAD too')
+
+  t.equal((await plainRequest('GET', `${base}/2/nowhere`)).status, 404, 'an unknown path is still 404')
+  t.equal((await plainRequest('GET', `${base}/12/nowhere`)).json<{ errors: Array<{ code: string }> }>().errors[0]?.code, 'ROUTE_NOT_FOUND')
+  const gone = await plainRequest('GET', `${base}/2/gone`)
+  t.equal(gone.status, 404, 'a handler calling callNotFound() is a 404, not a 405 listing its own method')
+  const classic = await plainRequest('GET', `${base}/oauth/probe`)
+  t.equal(classic.status, 404, 'the classic interface answers code 34 for any unknown request')
+  t.same(classic.json(), { errors: [{ code: 34, message: 'Sorry, that page does not exist.' }] })
+})
+
+t.test('X-Request-Id: a safe client id is kept, anything else replaced by a generated one', async (t) => {
+  const rt = await startTestRuntime(t, { services: [probe] })
+  const idOf = async (header?: string): Promise<string | null> =>
+    (await plainRequest('GET', `${rt.baseUrl}/healthz`, header === undefined ? {} : { headers: { 'x-request-id': header } })).headers.get('x-request-id')
+  t.equal(await idOf('trace-1.2:abc_DEF'), 'trace-1.2:abc_DEF')
+  const long = 'a'.repeat(128)
+  t.equal(await idOf(long), long, '128 characters are kept')
+  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+  for (const bad of ['a'.repeat(129), 'has space', '<script>', 'a,b', 'quote"', 'ünïcode', '']) t.match(await idOf(bad), uuid, `${JSON.stringify(bad.slice(0, 20))} is replaced`)
+  t.match(await idOf(), uuid, 'generated when absent')
+})
