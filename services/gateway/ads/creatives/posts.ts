@@ -11,6 +11,7 @@ import type { MediaType } from '../../media/rules'
 import { type Account, requireAccount } from '../accounts'
 import { actorOf, ADS_API_VERSION, ADS_AUTH, listOptions, paginate, Params, userIdOf } from '../conventions'
 import type { AdsEntity } from '../entities'
+import type { OutboxMessage } from '../../outbox'
 import { findCardByUri } from './cards'
 import { clock } from './clock'
 import { requireLibraryMedia } from './library'
@@ -228,8 +229,9 @@ export function v2Post(post: PostEntity): Record<string, unknown> {
   }
 }
 
-async function publishPostCreate(ctx: ServiceContext, post: PostEntity, author: User): Promise<void> {
-  await ctx.bus.publish(TOPICS.activityEvents, post.user_id, {
+/** `post.create` on activity.events, committed with the post itself (the gateway outbox publishes it). */
+function postCreateMessage(post: PostEntity, author: User): OutboxMessage {
+  const value = {
     event_uuid: newNumericId(),
     event_type: 'post.create',
     user_id: post.user_id,
@@ -237,7 +239,8 @@ async function publishPostCreate(ctx: ServiceContext, post: PostEntity, author: 
     payload: v2Post(post),
     includes: { users: [{ id: author.id, name: author.screen_name, username: author.screen_name }] },
     source: 'ads'
-  })
+  }
+  return { topic: TOPICS.activityEvents, key: post.user_id, value }
 }
 
 // ------------------------------------------------------------------ creation
@@ -351,12 +354,11 @@ async function createPost(ctx: ServiceContext, repos: CreativeRepos, request: Fa
     ...video,
     entities,
     mentions: await mentionsOf(ctx, entities)
-  }, actorOf(request))
+  }, actorOf(request), { alsoPublish: (created) => (created.nullcast ? [] : [postCreateMessage(created, author)]) })
   for (const m of media) {
     const entry = await repos.library.get(account.id, m.media_key)
     if (entry && !entry.tweeted) await repos.library.update(account.id, m.media_key, { tweeted: true }, actorOf(request))
   }
-  if (!post.nullcast) await publishPostCreate(ctx, post, author)
   return { post, author }
 }
 
