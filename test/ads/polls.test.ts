@@ -15,6 +15,10 @@ import { expectAdsError, hasFfmpeg, libraryMedia, Media, png } from './media-fix
  * of waiting five minutes), no update, and the hard delete.
  */
 
+// ffmpeg makes the JPEG, GIF, WEBP and MP4 inputs. `make test` installs it (deps-system), so its
+// absence is a failure of the suite, never a silent skip of the video, GIF, JPEG and WEBP checks.
+t.ok(hasFfmpeg(), 'ffmpeg is installed (make deps-system); the JPEG, GIF, WEBP and MP4 checks need it')
+
 interface Poll {
   id: string
   name: string
@@ -88,14 +92,12 @@ t.test('poll cards', async (t) => {
   expectAdsError(t, await create({ media_key: narrow }), 400, 'INVALID_PARAMETER', 'media_key', 'narrower than 800')
   expectAdsError(t, await create({ media_key: square }), 400, 'INVALID_PARAMETER', 'media_key', 'not 1.91:1')
   expectAdsError(t, await create({ media_key: '3_12345' }), 400, 'INVALID_PARAMETER', 'media_key', 'not in the library')
-  if (hasFfmpeg()) {
-    const media = Media.create(t)
-    const video = await libraryMedia(rt.baseUrl, id, account, media.mp4(1280, 720, 2), { category: 'amplify_video' })
-    const videoPoll = await create({ media_key: video })
-    t.match(videoPoll.json(), { data: { card_type: 'VIDEO_POLLS', video_width: '16', video_height: '9', content_duration_seconds: '2', video_poster_url: /\/media\// } })
-    const gif = await libraryMedia(rt.baseUrl, id, account, media.gif(100, 100, 3), { category: 'tweet_gif' })
-    expectAdsError(t, await create({ media_key: gif }), 400, 'INVALID_PARAMETER', 'media_key', 'a GIF')
-  }
+  const made = Media.create(t)
+  const video = await libraryMedia(rt.baseUrl, id, account, made.mp4(1280, 720, 2), { category: 'amplify_video' })
+  const videoPoll = await create({ media_key: video })
+  t.match(videoPoll.json(), { data: { card_type: 'VIDEO_POLLS', video_width: '16', video_height: '9', content_duration_seconds: '2', video_poster_url: /\/media\// } })
+  const gif = await libraryMedia(rt.baseUrl, id, account, made.gif(100, 100, 3), { category: 'tweet_gif' })
+  expectAdsError(t, await create({ media_key: gif }), 400, 'INVALID_PARAMETER', 'media_key', 'a GIF')
 
   // open -> closed at end_time, visible in reads (the creatives clock moves; nothing is waited for).
   const restore = setClock(() => Date.parse(poll.data.end_time) - 1)
