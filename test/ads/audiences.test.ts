@@ -1,8 +1,11 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { grantFeatures } from '../../services/gateway/ads/accounts'
-import { audienceMemberKeys, canTarget } from '../../services/gateway/ads/audiences/audiences'
+import { audienceMemberKeys, audienceMembers, canTarget } from '../../services/gateway/ads/audiences/audiences'
+import { indexEntityChange } from '../../services/gateway/ads/audiences/targeted'
 import { publishEntityChange } from '../../services/gateway/ads/entities'
+import { MemoryStore } from '../../services/common/store/memory'
+import type { Store, StoreOp } from '../../services/common/store/types'
 import { createIdentity, eventually, startTestRuntime, type TestResponse } from '../helper'
 import { caller, collectChanges, errorOf, gatewayWithWorkers, type Json, sha256 } from './audiences-fixtures'
 import { createAdsIdentity } from './helper'
@@ -186,7 +189,15 @@ t.test('custom audience user uploads: batch semantics, validation by index, real
     { operation_type: 'Update', params: { effective_at: '2030-01-02T00:00:00Z', expires_at: '2030-01-01T00:00:00Z', users: [{ email: [sha256('x')] }] } },
     { operation_type: 'Update', params: { effective_at: '2030-01-01T00:00:00Z', expires_at: '2030-01-01T00:00:00Z', users: [{ email: [sha256('x')] }] } },
     { operation_type: 'Update', params: { users: [{ email: 'single' }] } },
-    'not an object'
+    'not an object',
+    // Inherited member names are not identifier types (the accepted keys are looked up as own entries only).
+    { operation_type: 'Update', params: { users: [{ constructor: [sha256('x')] }] } },
+    { operation_type: 'Update', params: { users: [{ toString: [sha256('x')] }] } },
+    { operation_type: 'Update', params: { users: [{ hasOwnProperty: [sha256('x')] }] } },
+    // Dates that do not exist are refused, not rolled over (2030-02-31 would be March 3).
+    { operation_type: 'Update', params: { expires_at: '2030-02-31T00:00:00Z', users: [{ email: [sha256('x')] }] } },
+    { operation_type: 'Update', params: { effective_at: '2030-02-30', users: [{ email: [sha256('x')] }] } },
+    { operation_type: 'Update', params: { effective_at: '2030-01-01T24:00:00Z', users: [{ email: [sha256('x')] }] } }
   ]
   const expected: Array<[string, string] | null> = [
     null,
@@ -202,7 +213,13 @@ t.test('custom audience user uploads: batch semantics, validation by index, real
     ['params.expires_at', 'INVALID_PARAMETER'],
     ['params.expires_at', 'INVALID_PARAMETER'],
     ['params.users[0].email', 'INVALID_PARAMETER'],
-    ['operation', 'INVALID_PARAMETER']
+    ['operation', 'INVALID_PARAMETER'],
+    ['params.users[0].constructor', 'INVALID_PARAMETER'],
+    ['params.users[0].toString', 'INVALID_PARAMETER'],
+    ['params.users[0].hasOwnProperty', 'INVALID_PARAMETER'],
+    ['params.expires_at', 'INVALID_PARAMETER'],
+    ['params.effective_at', 'INVALID_PARAMETER'],
+    ['params.effective_at', 'INVALID_PARAMETER']
   ]
   res = await call('POST', path, { json: bad })
   t.equal(res.status, 400)
@@ -214,6 +231,11 @@ t.test('custom audience user uploads: batch semantics, validation by index, real
     else t.ok(got.some((x) => x.parameter === e[0] && x.code === e[1]), `operation ${i}: ${e[0]} ${e[1]} in ${JSON.stringify(got)}`)
   }
   t.equal((await read()).audience_size, 89, 'all or nothing: the valid operation was not applied')
+
+  // A "__proto__" identifier never reaches the validator: the JSON parser refuses the body (400, not 500).
+  res = await call('POST', path, { body: `[{"operation_type":"Update","params":{"users":[{"__proto__":["${sha256('x')}"]}]}}]` })
+  t.equal(res.status, 400)
+  t.equal((await read()).audience_size, 89, 'nothing stored under an inherited name')
 
   // Request-level errors under `errors`.
   res = await call('POST', path, { json: Array.from({ length: 2501 }, () => ({ operation_type: 'Update', params: { users: [{ email: [many[0]] }] } })) })
@@ -231,26 +253,36 @@ t.test('custom audience user uploads: batch semantics, validation by index, real
   res = await call('POST', path, { body: 'operation_type=Update', contentType: 'application/x-www-form-urlencoded' })
   t.equal(res.status, 400)
   t.match(errorOf(res), { code: 'INVALID_PARAMETER' })
+  const sizeBefore = (await read()).audience_size
+  const stranger = await createAdsIdentity(rt.ctx)
+  res = await call('POST', path, { json: [{ operation_type: 'Update', params: { users: [{ email: [sha256('in@example.com')] }] } }], as: stranger.id })
+  t.equal(res.status, 403, "another user's account is refused")
+  t.match(errorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
+  res = await caller(rt, stranger.id)('POST', `12/accounts/${stranger.account.id}/custom_audiences/${audience.id}/users`, { json: [{ operation_type: 'Update', params: { users: [{ email: [sha256('in@example.com')] }] } }] })
+  t.equal(res.status, 404, "another account's audience is not found from the caller's own account")
+  t.equal((await read()).audience_size, sizeBefore, 'neither call changed the audience')
 
-  // Effective windows: a future member does not count yet; an expiring one stops counting.
+  // Effective windows, with the clock injected (Membership.summary(now)) rather than waited for:
+  // a future member does not count yet; an expiring one stops counting.
   const fresh = await createAudience(call, acct, 'Windows')
-  const soon = Date.now() + 1500
+  const later = Date.now() + 3_600_000
   res = await call('POST', `12/accounts/${acct}/custom_audiences/${fresh.id}/users`, {
     json: [
-      { operation_type: 'Update', params: { effective_at: new Date(soon).toISOString(), users: [{ email: [sha256('later@example.com')] }] } },
-      { operation_type: 'Update', params: { expires_at: new Date(soon).toISOString(), users: [{ email: [sha256('brief@example.com')] }, { email: [sha256('brief2@example.com')] }] } }
+      { operation_type: 'Update', params: { effective_at: new Date(later).toISOString(), users: [{ email: [sha256('later@example.com')] }] } },
+      { operation_type: 'Update', params: { expires_at: new Date(later).toISOString(), users: [{ email: [sha256('brief@example.com')] }, { email: [sha256('brief2@example.com')] }] } }
     ]
   })
   t.same(res.json<{ data: Json }>().data, { success_count: 3, total_count: 3 })
-  const size = async (): Promise<unknown> => (await call('GET', `12/accounts/${acct}/custom_audiences/${fresh.id}`)).json<{ data: Json }>().data.audience_size
-  t.equal(await size(), 2, 'only the members in effect')
-  await new Promise((r) => setTimeout(r, Math.max(0, soon - Date.now()) + 100))
-  t.equal(await size(), 1, 'the future member counts, the expired ones are gone')
+  t.equal((await call('GET', `12/accounts/${acct}/custom_audiences/${fresh.id}`)).json<{ data: Json }>().data.audience_size, 2, 'only the members in effect')
+  const windows = audienceMembers(rt.ctx, fresh.id as string)
+  t.same(await windows.summary(later - 1), { size: 2, uploads: 1 }, 'just before `later`: still the two brief members')
+  t.same(await windows.summary(later), { size: 1, uploads: 1 }, 'at `later`: the future member counts, the expired ones are gone')
 
   // The audience estimate's view of the members: registered users are recognised by their svc_id hash.
+  const estimate = await createAudience(call, acct, 'Estimate')
   const person = await createIdentity(rt.ctx.store)
-  await call('POST', `12/accounts/${acct}/custom_audiences/${fresh.id}/users`, { json: [{ operation_type: 'Update', params: { users: [{ svc_id: [sha256(person.user.id)] }] } }] })
-  const keys = await audienceMemberKeys(rt.ctx, acct, fresh.id as string)
+  await call('POST', `12/accounts/${acct}/custom_audiences/${estimate.id}/users`, { json: [{ operation_type: 'Update', params: { users: [{ svc_id: [sha256(person.user.id)] }, { email: [sha256('someone@example.com')] }] } }] })
+  const keys = await audienceMemberKeys(rt.ctx, acct, estimate.id as string)
   t.ok(keys?.has(person.user.id))
   t.equal(keys?.size, 2)
 
@@ -440,6 +472,128 @@ t.test('targeted: campaigns and line items targeting an audience, from entity ch
   t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
   res = await call('GET', `12/accounts/${acct}/custom_audiences/nosuch/targeted`)
   t.equal(res.status, 404)
+  const stranger = await createAdsIdentity(rt.ctx)
+  res = await call('GET', path, { as: stranger.id })
+  t.equal(res.status, 403, "another user's account is refused")
+  t.match(errorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
+  res = await call('GET', `12/accounts/${stranger.account.id}/custom_audiences/${id}/targeted`, { as: stranger.id })
+  t.equal(res.status, 404, "another account's audience is not found")
+})
+
+t.test('targeted: pages of 200 campaigns resume by campaign id, whatever was removed in between', async (t) => {
+  const { rt, owner, call, acct } = await setup(t)
+  const audience = await createAudience(call, acct, 'Many campaigns')
+  const id = audience.id as string
+  const actor = { user_id: owner.id.user.id, platform: 'API' }
+  const index = (entity_type: string, entity_id: string, data: Json, change_type: 'CREATE' | 'DELETE' = 'CREATE') =>
+    indexEntityChange(rt.ctx, { change_id: entity_id, changed_at: new Date().toISOString(), account_id: acct, entity_type, entity_id, change_type, changed_by: actor, changes: {}, entity_data: { id: entity_id, ...data } })
+  const campaignIds = Array.from({ length: 203 }, (_, i) => `c${String(i).padStart(3, '0')}`)
+  for (const c of campaignIds) {
+    await index('CAMPAIGN', c, { name: c, entity_status: 'ACTIVE' })
+    await index('LINE_ITEM', `l${c}`, { name: c, campaign_id: c, entity_status: 'ACTIVE' })
+    await index('TARGETING_CRITERIA', `t${c}`, { line_item_id: `l${c}`, targeting_type: 'CUSTOM_AUDIENCE', targeting_value: id })
+  }
+  const path = `12/accounts/${acct}/custom_audiences/${id}/targeted`
+  type Body = { data: Array<{ campaign_id: string }>; next_cursor: string | null }
+  const first = (await call('GET', path)).json<Body>()
+  t.equal(first.data.length, 200, 'a page holds 200 campaigns')
+  t.same(first.data.map((e) => e.campaign_id), campaignIds.slice(0, 200))
+  t.type(first.next_cursor, 'string')
+  // Two campaigns of the first page stop targeting the audience before the next page is read.
+  await index('TARGETING_CRITERIA', 'tc000', { line_item_id: 'lc000', targeting_type: 'CUSTOM_AUDIENCE', targeting_value: id }, 'DELETE')
+  await index('TARGETING_CRITERIA', 'tc199', { line_item_id: 'lc199', targeting_type: 'CUSTOM_AUDIENCE', targeting_value: id }, 'DELETE')
+  const second = (await call('GET', path, { query: { cursor: first.next_cursor as string } })).json<Body>()
+  t.same(second.data.map((e) => e.campaign_id), campaignIds.slice(200), 'nothing skipped, nothing repeated')
+  t.equal(second.next_cursor, null)
+  for (const forged of [Buffer.from('c200').toString('base64url'), Buffer.from('c:no such/id').toString('base64url'), '!!']) {
+    t.match(errorOf(await call('GET', path, { query: { cursor: forged } })), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
+  }
+})
+
+t.test('lists resume by keyset: a deletion between pages skips and repeats nothing', async (t) => {
+  const { rt, call, acct } = await setup(t)
+  const audiences: Json[] = []
+  for (const name of ['k1', 'k2', 'k3', 'k4']) audiences.push(await createAudience(call, acct, name))
+  const names = (res: TestResponse): unknown[] => res.json<{ data: Json[] }>().data.map((x) => x.name)
+  let res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { count: '2' } })
+  t.same(names(res), ['k1', 'k2'])
+  const cursor = res.json<{ next_cursor: string }>().next_cursor
+  await call('DELETE', `12/accounts/${acct}/custom_audiences/${audiences[1]?.id}`)
+  res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { count: '2', cursor } })
+  t.same(names(res), ['k3', 'k4'], 'custom audiences')
+
+  // Shared audiences: the grantee's page anchor is revoked, the next page still starts after it.
+  const partner = await createAdsIdentity(rt.ctx, { businessId: 'biz-1' })
+  const grants: string[] = []
+  for (const a of [audiences[0], audiences[2], audiences[3]]) {
+    res = await call('POST', `12/accounts/${acct}/custom_audiences/${a?.id}/permissions`, { query: { granted_account_id: partner.account.id, permission_level: 'READ_ONLY' } })
+    t.equal(res.status, 200)
+    grants.push(res.json<{ data: Json }>().data.id as string)
+  }
+  const partnerCall = caller(rt, partner.id)
+  res = await partnerCall('GET', `12/accounts/${partner.account.id}/custom_audiences`, { query: { permission_scope: 'SHARED', count: '1' } })
+  const shared = res.json<{ data: Json[]; next_cursor: string }>()
+  t.equal(shared.data.length, 1)
+  const firstShared = shared.data[0]?.id
+  const grantOfFirst = grants[[audiences[0], audiences[2], audiences[3]].findIndex((a) => a?.id === firstShared)]
+  await call('DELETE', `12/accounts/${acct}/custom_audiences/${firstShared}/permissions/${grantOfFirst}`)
+  res = await partnerCall('GET', `12/accounts/${partner.account.id}/custom_audiences`, { query: { permission_scope: 'SHARED', count: '5', cursor: shared.next_cursor } })
+  const rest = res.json<{ data: Json[] }>().data.map((x) => x.id)
+  t.equal(rest.length, 2, 'the two other shared audiences, none skipped')
+  t.notOk(rest.includes(firstShared))
+
+  // Permissions of one audience.
+  const target = (await createAudience(call, acct, 'k5')).id as string
+  const base = `5/accounts/${acct}/tailored_audiences/${target}/permissions`
+  const more = [await createAdsIdentity(rt.ctx, { businessId: 'biz-1' }), await createAdsIdentity(rt.ctx, { businessId: 'biz-1' })]
+  for (const m of [partner, ...more]) t.equal((await call('POST', base, { query: { granted_account_id: m.account.id, permission_level: 'READ_WRITE' } })).status, 200)
+  res = await call('GET', base, { query: { count: '1' } })
+  const p1 = res.json<{ data: Json[]; next_cursor: string }>()
+  t.equal(p1.data[0]?.granted_account_id, partner.account.id)
+  await call('DELETE', `${base}/${p1.data[0]?.id}`)
+  res = await call('GET', base, { query: { count: '1', cursor: p1.next_cursor } })
+  t.same(res.json<{ data: Json[] }>().data.map((x) => x.granted_account_id), [more[0]?.account.id], 'permissions')
+})
+
+t.test('an upload the store did not fully take is an error to retry, never a silent success', async (t) => {
+  // A real memory store whose batch loses the identifier writes of one person: what a failed-over
+  // Redis losing acknowledged writes would look like to the upload path.
+  const lost = sha256('lost@example.com')
+  let losing = true
+  const real = await MemoryStore.open()
+  const store = new Proxy(real, {
+    get(target, prop) {
+      if (prop === 'batch') {
+        return (ops: StoreOp[]) => target.batch(losing ? ops.filter((op) => !(op.op === 'set' && op.key.endsWith(`:ident:email:${lost}`))) : ops)
+      }
+      const value = Reflect.get(target, prop, target) as unknown
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+    }
+  }) as Store
+  const rt = await startTestRuntime(t, { services: [gatewayWithWorkers], store })
+  const owner = await createAdsIdentity(rt.ctx)
+  const call = caller(rt, owner.id)
+  const acct = owner.account.id
+  const audience = await createAudience(call, acct, 'Lossy')
+  const upload = [{ operation_type: 'Update', params: { users: [{ email: [sha256('kept@example.com')] }, { email: [lost] }] } }]
+  let res = await call('POST', `12/accounts/${acct}/custom_audiences/${audience.id}/users`, { json: upload })
+  t.equal(res.status, 500, 'success_count would differ from total_count: an error')
+  t.match(errorOf(res), { code: 'INTERNAL_ERROR', message: /1 of 2 records.*retry/ })
+  t.notOk('data' in res.json<Json>())
+
+  res = await call('POST', `12/accounts/${acct}/do_not_reach_lists`)
+  const dnr = res.json<{ data: Json }>().data
+  res = await call('POST', `12/batch/accounts/${acct}/do_not_reach_lists/${dnr.id}/users`, { json: upload })
+  t.equal(res.status, 500)
+  t.match(errorOf(res), { code: 'INTERNAL_ERROR', message: /1 of 2 records/ })
+
+  // The retry the client is told to make converges once the store takes every write.
+  losing = false
+  res = await call('POST', `12/accounts/${acct}/custom_audiences/${audience.id}/users`, { json: upload })
+  t.same(res.json<{ data: Json }>().data, { success_count: 2, total_count: 2 })
+  res = await call('POST', `12/batch/accounts/${acct}/do_not_reach_lists/${dnr.id}/users`, { json: upload })
+  t.same(res.json<{ data: Json[] }>().data, [{ success_count: 2, total_count: 2 }])
+  t.ok(await audienceMembers(rt.ctx, audience.id as string).contains(`email:${lost}`), 'after the retry the person is a member')
 })
 
 t.test('do-not-reach lists: one per account, uploads, delete', async (t) => {
@@ -488,13 +642,19 @@ t.test('do-not-reach lists: one per account, uploads, delete', async (t) => {
       { operation_type: 'Update', params: { expires_at: tooLate, users: [{ email: [sha256('a')] }] } },
       { operation_type: 'Update', params: { users: [{ handle: [sha256('a')] }] } },
       { operation_type: 'Update', params: { expires_at: '2001-01-01T00:00:00Z', users: [{ email: [sha256('a')] }] } },
-      { operation_type: 'Update', params: { users: [{ email: [sha256('fine')] }] } }
+      { operation_type: 'Update', params: { users: [{ email: [sha256('fine')] }] } },
+      { operation_type: 'Update', params: { users: [{ constructor: [sha256('a')] }] } },
+      { operation_type: 'Update', params: { expires_at: `${new Date().getUTCFullYear() + 1}-02-30T00:00:00Z`, users: [{ email: [sha256('a')] }] } }
     ]
   })
   t.equal(res.status, 400)
   const errs = res.json<{ operation_errors: Array<Array<{ parameter: string }>>; request: Json[] }>()
-  t.same(errs.operation_errors.map((e) => e.map((x) => x.parameter)), [['params.effective_at'], ['params.expires_at'], ['params.users[0].handle'], ['params.expires_at'], []])
-  t.equal(errs.request.length, 5, 'the request echo keeps the input order')
+  t.same(errs.operation_errors.map((e) => e.map((x) => x.parameter)), [['params.effective_at'], ['params.expires_at'], ['params.users[0].handle'], ['params.expires_at'], [], ['params.users[0].constructor'], ['params.expires_at']])
+  t.equal(errs.request.length, 7, 'the request echo keeps the input order')
+  const intruder = await createAdsIdentity(rt.ctx)
+  res = await call('POST', path, { json: [{ operation_type: 'Update', params: { users: [{ email: [sha256('a')] }] } }], as: intruder.id })
+  t.equal(res.status, 403, "another user's account is refused for uploads")
+  t.match(errorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
   res = await call('POST', path, { json: Array.from({ length: 2501 }, () => ({ operation_type: 'Delete', params: { users: [{ email: [sha256('a')] }] } })) })
   t.match(errorOf(res), { code: 'INVALID_PARAMETER', message: /at most 2500/ })
   t.equal((await call('GET', `12/accounts/${acct}/do_not_reach_lists/${list.id}`)).json<{ data: Json }>().data.list_size, 119, 'nothing applied')
@@ -518,6 +678,23 @@ t.test('do-not-reach lists: one per account, uploads, delete', async (t) => {
   const stranger = await createAdsIdentity(rt.ctx)
   res = await call('GET', `12/accounts/${acct}/do_not_reach_lists`, { as: stranger.id })
   t.equal(res.status, 403)
+
+  // count bounds, and pages of one across the deleted list and the new one.
+  for (const count of ['0', '1001', 'x']) {
+    res = await call('GET', `12/accounts/${acct}/do_not_reach_lists`, { query: { count } })
+    t.equal(res.status, 400, `count=${count}`)
+    t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'count' })
+  }
+  res = await call('GET', `12/accounts/${acct}/do_not_reach_lists`, { query: { count: '1000', with_deleted: 'true' } })
+  t.equal(res.json<{ data: unknown[] }>().data.length, 2, 'count=1000 is accepted')
+  res = await call('GET', `12/accounts/${acct}/do_not_reach_lists`, { query: { count: '1', with_deleted: 'true' } })
+  const dnrPage = res.json<{ data: Json[]; next_cursor: string }>()
+  t.same(dnrPage.data.map((x) => x.id), [list.id])
+  res = await call('GET', `12/accounts/${acct}/do_not_reach_lists`, { query: { count: '1', with_deleted: 'true', cursor: dnrPage.next_cursor } })
+  const dnrPage2 = res.json<{ data: Json[]; next_cursor: string | null }>()
+  t.equal(dnrPage2.data.length, 1)
+  t.not(dnrPage2.data[0]?.id, list.id)
+  t.equal(dnrPage2.next_cursor, null)
 
   const dnrChanges = await eventually(() => {
     const l = changes.filter((c) => c.entity_type === 'DO_NOT_REACH_LIST' && c.entity_id === list.id)

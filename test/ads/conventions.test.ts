@@ -2,7 +2,7 @@ import t from 'tap'
 import type { ServiceDefinition } from '../../services/common/service'
 import { TOPICS, type BusMessage } from '../../services/common/bus/types'
 import { requireAccount } from '../../services/gateway/ads/accounts'
-import { actorOf, ADS_AUTH, listOptions, paginate, Params, sendData } from '../../services/gateway/ads/conventions'
+import { actorOf, ADS_AUTH, formatIsoTime, listOptions, paginate, Params, parseIsoTime, sendData } from '../../services/gateway/ads/conventions'
 import { EntityRepo, type AdsEntity, type EntityChange } from '../../services/gateway/ads/entities'
 import { createIdentity, eventually, oauth1Request, startTestRuntime } from '../helper'
 import { createAdsIdentity } from './helper'
@@ -26,7 +26,8 @@ const widgetService: ServiceDefinition = {
       const account = await requireAccount(ctx, request, request.params.account_id)
       const p = Params.query(request)
       const opts = listOptions(p, { countDefault: 2, countMax: 5, sortable: ['name', 'size', 'created_at'] })
-      const page = paginate(await repo.list(account.id), opts)
+      const ids = p.list('widget_ids', { max: 5 })
+      const page = paginate((await repo.list(account.id)).filter((w) => !ids || ids.includes(w.id)), opts)
       return sendData(request, reply, page.data, 'widget', { next_cursor: page.next_cursor, ...(page.total_count !== undefined ? { total_count: page.total_count } : {}) })
     })
     app.post<{ Params: { account_id: string } }>('/12/accounts/:account_id/widgets', { config: { auth: ADS_AUTH } }, async (request, reply) => {
@@ -34,6 +35,7 @@ const widgetService: ServiceDefinition = {
       const p = Params.query(request)
       const name = p.string('name', { required: true, max: 10 }) as string
       const size = p.int('size', { min: 1, max: 9 }) ?? 1
+      p.time('due')
       const widget = await repo.create(account.id, { name, size }, actorOf(request))
       return sendData(request, reply, widget, 'widget')
     })
@@ -48,7 +50,10 @@ const widgetService: ServiceDefinition = {
     })
     app.delete<{ Params: { account_id: string; id: string } }>('/12/accounts/:account_id/widgets/:id', { config: { auth: ADS_AUTH } }, async (request, reply) => {
       const account = await requireAccount(ctx, request, request.params.account_id)
-      const widget = await repo.softDelete(account.id, request.params.id, actorOf(request), { notFoundCode: 'WIDGET_NOT_FOUND' })
+      const hard = Params.query(request).bool('hard', { default: false })
+      const widget = hard
+        ? await repo.hardDelete(account.id, request.params.id, actorOf(request), { notFoundCode: 'WIDGET_NOT_FOUND' })
+        : await repo.softDelete(account.id, request.params.id, actorOf(request), { notFoundCode: 'WIDGET_NOT_FOUND' })
       return sendData(request, reply, widget, 'widget')
     })
   }
@@ -148,4 +153,98 @@ t.test('ads envelope, parameter errors, pagination, soft delete and ownership', 
   t.equal(update.entity_type, 'WIDGET')
   t.equal(update.changed_by.user_id, id.user.id)
   t.equal(update.entity_data.name, 'zulu')
+})
+
+t.test('parseIsoTime: one parser for every ads time, impossible dates refused', async (t) => {
+  const ms = (s: string): number => Date.parse(s)
+  t.equal(parseIsoTime('2030-01-31T00:00:00Z'), ms('2030-01-31T00:00:00Z'))
+  t.equal(parseIsoTime('2028-02-29'), ms('2028-02-29T00:00:00Z'), 'a leap day; a bare date is midnight UTC')
+  t.equal(parseIsoTime('2000-02-29T12:00'), ms('2000-02-29T12:00:00Z'), 'no zone means UTC')
+  t.equal(parseIsoTime('2030-06-01T02:30:00+02:30'), ms('2030-06-01T00:00:00Z'))
+  t.equal(parseIsoTime('2030-06-01T02:30:00.25+0230'), ms('2030-06-01T00:00:00.250Z'))
+  for (const bad of ['2030-02-31T00:00:00Z', '2030-02-29', '2100-02-29', '2030-04-31', '2030-13-01', '2030-00-10', '2030-01-00', '2030-01-01T24:00:00Z', '2030-01-01T12:60Z', '2030-01-01T12:00:60Z', '2030-01-01T12:00+24:00', '2030-01-01 12:00', 'tomorrow', '']) {
+    t.equal(parseIsoTime(bad), undefined, `${JSON.stringify(bad)} refused`)
+  }
+  t.equal(parseIsoTime('2030-01-01', { requireTime: true }), undefined)
+  t.equal(parseIsoTime('2030-01-01T00:00', { requireZone: true }), undefined)
+  t.equal(parseIsoTime('2030-01-01T00:00+01:00', { utcOnly: true }), undefined)
+  t.equal(parseIsoTime('2030-01-01T00:00-00:00', { utcOnly: true }), ms('2030-01-01T00:00:00Z'))
+  t.equal(formatIsoTime(ms('2030-01-01T00:00:00Z')), '2030-01-01T00:00:00Z')
+})
+
+t.test('request.params echo: lists as arrays where the route takes lists, free text as sent, times normalized', async (t) => {
+  const rt = await startTestRuntime(t, { services: [widgetService] })
+  const { id, account } = await createAdsIdentity(rt.ctx)
+  const url = `${rt.baseUrl}/12/accounts/${account.id}/widgets`
+  const params = (res: { json: <T>() => T }): Record<string, unknown> => res.json<{ request: { params: Record<string, unknown> } }>().request.params
+
+  let res = await oauth1Request('POST', url, id, { query: { name: 'Smith, Jo', due: '2030-01-02' } })
+  t.equal(res.status, 200)
+  t.same(params(res), { account_id: account.id, name: 'Smith, Jo', due: '2030-01-02T00:00:00Z' }, 'a comma in free text is not a list; the time is normalized')
+  res = await oauth1Request('POST', url, id, { query: { name: 'Jo', due: '2030-02-31' } })
+  t.equal(res.status, 400, 'an impossible date is refused, not rolled over into March')
+  t.match(res.json(), { errors: [{ code: 'INVALID_PARAMETER', parameter: 'due' }] })
+  t.same(params(res), { account_id: account.id, name: 'Jo', due: '2030-02-31' }, 'an invalid time is echoed as sent')
+  res = await oauth1Request('GET', url, id, { query: { widget_ids: 'abc' } })
+  t.same(params(res), { account_id: account.id, widget_ids: ['abc'] }, 'a one-item list is an array')
+  res = await oauth1Request('GET', url, id, { query: { widget_ids: 'a,b,c,d,e,f' } })
+  t.match(res.json(), { errors: [{ code: 'INVALID_PARAMETER', parameter: 'widget_ids' }] })
+  t.same(params(res).widget_ids, ['a', 'b', 'c', 'd', 'e', 'f'], 'a list that fails validation is still echoed as an array')
+  res = await oauth1Request('GET', url, id, { query: { q: 'x,y' } })
+  t.same(params(res), { account_id: account.id, q: 'x,y' }, 'a parameter the route does not take as a list stays a string')
+})
+
+t.test('cursors are keyset positions: deletions between pages skip nothing and repeat nothing', async (t) => {
+  const rt = await startTestRuntime(t, { services: [widgetService] })
+  const { id, account } = await createAdsIdentity(rt.ctx)
+  const url = `${rt.baseUrl}/12/accounts/${account.id}/widgets`
+  const ids: string[] = []
+  for (const name of ['w1', 'w2', 'w3', 'w4', 'w5', 'w6', 'w7']) ids.push((await oauth1Request('POST', url, id, { query: { name } })).json<{ data: Widget }>().data.id)
+  type Body = { data: Widget[]; next_cursor: string | null }
+  const page = async (query: Record<string, string>): Promise<Body> => {
+    const res = await oauth1Request('GET', url, id, { query })
+    t.equal(res.status, 200, res.text)
+    return res.json<Body>()
+  }
+  const names = (b: Body): string[] => b.data.map((w) => w.name)
+
+  // Creation order: the first page's last item is soft-deleted, then an earlier one is hard-deleted.
+  let p1 = await page({ count: '2' })
+  t.same(names(p1), ['w1', 'w2'])
+  await oauth1Request('DELETE', `${url}/${ids[1]}`, id)
+  await oauth1Request('DELETE', `${url}/${ids[0]}`, id, { query: { hard: 'true' } })
+  let p2 = await page({ count: '2', cursor: p1.next_cursor as string })
+  t.same(names(p2), ['w3', 'w4'], 'w3 is not skipped although two items before it are gone')
+  // The anchor itself removed for good: the page resumes at the item that followed it.
+  await oauth1Request('DELETE', `${url}/${ids[3]}`, id, { query: { hard: 'true' } })
+  const p3 = await page({ count: '2', cursor: p2.next_cursor as string })
+  t.same(names(p3), ['w5', 'w6'])
+  const p4 = await page({ count: '2', cursor: p3.next_cursor as string })
+  t.same(names(p4), ['w7'])
+  t.equal(p4.next_cursor, null)
+
+  // sort_by: the keyset is (value, id); a deleted item shifts nothing.
+  p1 = await page({ count: '2', sort_by: 'name-desc' })
+  t.same(names(p1), ['w7', 'w6'])
+  await oauth1Request('DELETE', `${url}/${ids[6]}`, id)
+  p2 = await page({ count: '2', sort_by: 'name-desc', cursor: p1.next_cursor as string })
+  t.same(names(p2), ['w5', 'w3'])
+
+  // Garbled or forged cursors, and cursors made for another sort, are refused.
+  const forged = (state: unknown): string => Buffer.from(JSON.stringify(state)).toString('base64url')
+  for (const [cursor, query] of [
+    ['%%%', {}],
+    [Buffer.from('{"o":2}').toString('base64url'), {}],
+    [forged({ v: 1, s: 'default', a: [] }), {}],
+    [forged({ v: 1, s: 'default', a: ['x y'] }), {}],
+    [forged({ v: 2, s: 'default', a: ['abc'] }), {}],
+    [forged({ v: 1, s: 'default', a: ['abc'], t: '2030-02-31T00:00:00Z' }), {}],
+    [forged({ v: 1, s: 'name-asc', k: [{}, 'abc'] }), { sort_by: 'name-asc' }],
+    [p1.next_cursor as string, {}],
+    [p1.next_cursor as string, { sort_by: 'name-asc' }]
+  ] as Array<[string, Record<string, string>]>) {
+    const res = await oauth1Request('GET', url, id, { query: { ...query, cursor } })
+    t.equal(res.status, 400, `cursor ${cursor.slice(0, 30)} refused`)
+    t.match(res.json(), { errors: [{ code: 'INVALID_PARAMETER', parameter: 'cursor' }] })
+  }
 })
