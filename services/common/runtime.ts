@@ -38,14 +38,18 @@ function listeningUrl(app: FastifyInstance, config: Config): string {
 export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const { ctx, services } = options
   const { config } = ctx
-  const app = await buildServer(ctx, { publicUrl: config.publicUrl })
+  // Ready means the store answers and every consumer of this process is in its group.
+  const ready = async (): Promise<void> => {
+    await ctx.bus.health?.()
+  }
+  const app = await buildServer(ctx, { publicUrl: config.publicUrl, ready })
   for (const s of services) if (s.routes) await app.register(async (instance) => s.routes?.(instance, ctx))
   await app.register(async (instance) => busLagRoutes(instance, ctx))
 
   const wantsSandbox = options.sandbox ?? services.some((s) => s.sandboxRoutes)
   let sandbox: FastifyInstance | undefined
   if (wantsSandbox) {
-    sandbox = await buildServer(ctx, { publicUrl: config.sandboxPublicUrl })
+    sandbox = await buildServer(ctx, { publicUrl: config.sandboxPublicUrl, ready })
     for (const s of services) if (s.sandboxRoutes) await sandbox.register(async (instance) => s.sandboxRoutes?.(instance, ctx))
   }
 

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { bearerRequest, createIdentity, oauth1Request, plainRequest, startTestRuntime } from '../helper'
+import { bearerRequest, createIdentity, eventually, oauth1Request, plainRequest, startTestRuntime } from '../helper'
+import { kafkaBus, startKafka } from '../support/infra'
 
 t.test('embedded runtime answers health, readiness and metrics', async (t) => {
   const rt = await startTestRuntime(t)
@@ -38,4 +39,26 @@ t.test('a test identity can be created and used by request helpers', async (t) =
   // No route requires auth yet in this file; the helpers at least reach the server.
   t.equal((await oauth1Request('GET', `${rt.baseUrl}/healthz`, id)).status, 200)
   t.equal((await bearerRequest('GET', `${rt.baseUrl}/healthz`, id.bearer)).status, 200)
+})
+
+t.test('readiness follows the Kafka consumers: brokers down is 503 naming the group, back up is 200', async (t) => {
+  const kafka = await startKafka(t, { brokers: 1, extraTopics: ['readyz.probe:3'] })
+  const bus = await kafkaBus(t, kafka, 'readyz')
+  const rt = await startTestRuntime(t, { services: [], bus })
+  await bus.subscribe({ groupId: 'g-readyz', topics: ['readyz.probe'], handler: async () => undefined })
+  const readyz = (): Promise<{ status: number; json: () => Record<string, unknown> }> => plainRequest('GET', `${rt.baseUrl}/readyz`)
+  const up = await readyz()
+  t.equal(up.status, 200)
+  t.match(up.json(), { status: 'ready', bus: 'kafka' })
+
+  await kafka.setBrokerDown(-1)
+  const down = await eventually(async () => {
+    const res = await readyz()
+    return res.status === 503 ? res : undefined
+  }, 20_000)
+  t.match(down.json(), { status: 'unavailable', reason: /g-readyz/ }, 'the reason names the consumer group')
+
+  await kafka.setBrokerUp(-1)
+  await eventually(async () => (await readyz()).status === 200, 30_000)
+  t.pass('ready again once the consumer is back in its group')
 })

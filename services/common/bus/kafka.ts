@@ -326,6 +326,14 @@ export class KafkaBus implements Bus, LagSource {
     return consumer
   }
 
+  /** Rejects naming every consumer that is not running in its group (see Bus.health). */
+  async health(): Promise<void> {
+    if (this.closing) throw new Error('bus is closed')
+    const now = Date.now()
+    const problems = [...this.consumers].map((c) => c.healthProblem(now)).filter((p): p is string => p !== undefined)
+    if (problems.length > 0) throw new Error(problems.join('; '))
+  }
+
   /** Lag of every group the cluster lists, or (when it cannot list them) of the groups this process subscribed. */
   async groupOffsets(groups?: string[]): Promise<GroupOffsets[]> {
     const names = groups ?? (await listGroups(this.admin)) ?? [...this.groups.keys()].sort()
@@ -356,6 +364,10 @@ class KafkaBusConsumer implements Consumer {
   private closing: Promise<void> | undefined
   private recoveryTimer: NodeJS.Timeout | undefined
   private recoveries = 0
+  /** Readiness: in the group, not crashed, and in touch with the brokers (last fetch or heartbeat). */
+  private joined = false
+  private crash: string | undefined
+  private lastContact = 0
   onClosed: (() => void) | undefined
 
   constructor(
@@ -375,6 +387,9 @@ class KafkaBusConsumer implements Consumer {
     })
     this.consumer.on(this.consumer.events.CRASH, (event) => {
       this.log.error({ err: event.payload.error, group: options.groupId, restart: event.payload.restart }, 'consumer crashed')
+      // Not ready until it is back in its group, whether kafkajs or scheduleRecovery restarts it.
+      this.joined = false
+      this.crash = event.payload.error.message
       // kafkajs restarts by itself only after retriable errors; after any other it stays
       // stopped for good while the process looks healthy. Restart it here instead.
       if (!event.payload.restart) this.scheduleRecovery()
@@ -382,7 +397,29 @@ class KafkaBusConsumer implements Consumer {
     // Back in a group: a later crash starts again from the shortest delay.
     this.consumer.on(this.consumer.events.GROUP_JOIN, () => {
       this.recoveries = 0
+      this.joined = true
+      this.crash = undefined
+      this.lastContact = Date.now()
     })
+    // An idle consumer fetches every maxWaitTime; a busy one heartbeats from its handler (see handle).
+    const contact = (): void => {
+      this.lastContact = Date.now()
+    }
+    this.consumer.on(this.consumer.events.FETCH, contact)
+    this.consumer.on(this.consumer.events.HEARTBEAT, contact)
+  }
+
+  /**
+   * Why this consumer is not ready, or undefined. Silence longer than the session
+   * timeout means the group has evicted it by now, whatever kafkajs reports.
+   */
+  healthProblem(now: number): string | undefined {
+    if (this.closing) return undefined
+    if (this.crash !== undefined) return `consumer of group ${this.groupId} crashed (${this.crash}); restarting`
+    if (!this.joined) return `consumer of group ${this.groupId} has not joined its group`
+    const silentMs = now - this.lastContact
+    if (silentMs > this.settings.sessionTimeoutMs) return `consumer of group ${this.groupId} has not reached the brokers for ${silentMs} ms`
+    return undefined
   }
 
   /** Reconnects and runs a consumer kafkajs gave up on, with a growing delay, until closed. */

@@ -177,6 +177,11 @@ export class MemoryBus implements Bus, LagSource {
     return lag
   }
 
+  /** In-process consumers cannot lose their group: ready while open. */
+  async health(): Promise<void> {
+    if (this.closed) throw new Error('bus is closed')
+  }
+
   /** Committed offset, end and lag of every group (or of `groups`) on every partition it reads. */
   async groupOffsets(groups?: string[]): Promise<GroupOffsets[]> {
     const out: GroupOffsets[] = []

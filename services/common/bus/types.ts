@@ -51,6 +51,14 @@ export interface Bus {
   publish(topic: string, key: string, value: unknown, headers?: Headers): Promise<void>
   publishMany(topic: string, messages: OutgoingMessage[]): Promise<void>
   subscribe(options: SubscribeOptions): Promise<Consumer>
+  /**
+   * Readiness (GET /readyz): resolves when every open consumer is running in
+   * its group; rejects with the reason otherwise (a consumer crashed, has not
+   * joined yet, or has not reached the brokers for a whole session timeout).
+   * Both implementations have it; it is optional so that thin wrappers (test
+   * helpers sharing one bus between runtimes) need not forward it.
+   */
+  health?(): Promise<void>
   close(): Promise<void>
 }
 

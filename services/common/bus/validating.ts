@@ -47,6 +47,10 @@ export class ValidatingBus implements Bus {
     return this.inner.subscribe(options)
   }
 
+  async health(): Promise<void> {
+    await this.inner.health?.()
+  }
+
   close(): Promise<void> {
     return this.inner.close()
   }
