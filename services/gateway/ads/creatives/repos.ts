@@ -1,16 +1,19 @@
+import { baseUrl } from '../../../common/config'
 import type { ServiceContext } from '../../../common/context'
 import { EntityRepo } from '../entities'
-import type { AccountMediaEntity } from './account-media'
-import type { CardEntity } from './cards'
-import type { ConversationEntity } from './conversation-cards'
-import type { LibraryEntity } from './library'
-import type { PollEntity } from './polls'
+import { type AccountMediaEntity, renderAccountMedia } from './account-media'
+import { type CardEntity, renderCard } from './cards'
+import { type ConversationEntity, renderConversation } from './conversation-cards'
+import { type LibraryEntity, renderLibrary } from './library'
+import { type PollEntity, renderPoll } from './polls'
 import type { PostEntity } from './posts'
 
 /**
  * The creative entities and their keyspaces (`ads:{kind}:{account_id}:{id}`).
  * Each create, update and delete publishes an entity change on
- * ads.entity-changes under the entity type given here.
+ * ads.entity-changes under the entity type given here, with the entity as
+ * the ads reads render it (no internal fields such as stored file names);
+ * media URLs use the configured public base, as no request is at hand.
  */
 export interface CreativeRepos {
   library: EntityRepo<LibraryEntity>
@@ -23,13 +26,14 @@ export interface CreativeRepos {
 }
 
 export function creativeRepos(ctx: ServiceContext): CreativeRepos {
+  const base = baseUrl(ctx.config)
   return {
-    library: new EntityRepo<LibraryEntity>(ctx, 'MEDIA_LIBRARY', 'media_library'),
-    accountMedia: new EntityRepo<AccountMediaEntity>(ctx, 'ACCOUNT_MEDIA', 'account_media'),
-    cards: new EntityRepo<CardEntity>(ctx, 'CARD', 'card'),
-    polls: new EntityRepo<PollEntity>(ctx, 'POLL_CARD', 'poll_card'),
-    videoConversations: new EntityRepo<ConversationEntity>(ctx, 'VIDEO_CONVERSATION_CARD', 'video_conversation_card'),
-    imageConversations: new EntityRepo<ConversationEntity>(ctx, 'IMAGE_CONVERSATION_CARD', 'image_conversation_card'),
+    library: new EntityRepo<LibraryEntity>(ctx, 'MEDIA_LIBRARY', 'media_library', { render: (e) => renderLibrary(e, base) }),
+    accountMedia: new EntityRepo<AccountMediaEntity>(ctx, 'ACCOUNT_MEDIA', 'account_media', { render: renderAccountMedia }),
+    cards: new EntityRepo<CardEntity>(ctx, 'CARD', 'card', { render: renderCard }),
+    polls: new EntityRepo<PollEntity>(ctx, 'POLL_CARD', 'poll_card', { render: (e) => renderPoll(e, base, Date.now()) }),
+    videoConversations: new EntityRepo<ConversationEntity>(ctx, 'VIDEO_CONVERSATION_CARD', 'video_conversation_card', { render: (e) => renderConversation(e, base) }),
+    imageConversations: new EntityRepo<ConversationEntity>(ctx, 'IMAGE_CONVERSATION_CARD', 'image_conversation_card', { render: (e) => renderConversation(e, base) }),
     posts: new EntityRepo<PostEntity>(ctx, 'TWEET', 'tweet')
   }
 }
