@@ -10,10 +10,17 @@ import type { Store } from './store/types'
  * Rate limits per caller and route family, in store-backed windows so every
  * process of a service shares the same counters (Redis in distributed mode).
  *
- * A route opts in through its config:
+ * A route names its family (and optionally its own figures) in its config:
  *
  *   config: { auth: {...}, rateLimit: { family: 'webhooks' } }
  *   config: { rateLimit: { family: 'custom-audience-users', limit: 1500, windowMs: 60_000 } }
+ *
+ * Every authenticated route that names none is counted in a family of its
+ * own, named after its method and path (`get:12.accounts.campaigns` for
+ * GET /12/accounts/:account_id/campaigns[/:campaign_id]), at
+ * RATE_LIMIT_DEFAULT per RATE_LIMIT_WINDOW: no authenticated route is
+ * unlimited ("Rate limit values for operations other than those listed: not
+ * shown" in the spec's Limits table, so they are configurable).
  *
  * The caller is the authenticated user of the app (user context), the app
  * (app-only bearer), or the client address (unauthenticated routes). Every
@@ -21,8 +28,12 @@ import type { Store } from './store/types'
  * `x-rate-limit-reset` (Unix epoch seconds); over the limit the request is
  * refused with 429 code 88, which the ads interface renders as
  * TOO_MANY_REQUESTS. Authenticated requests with `with_total_count=true` also
- * count against the ads interface's own window (200 per 15 minutes) whether
- * or not their route opted in.
+ * count against the ads interface's own window (200 per 15 minutes).
+ *
+ * Ads GETs on one account (a path with :account_id) also count against that
+ * account's window per route family (platform-facts §7), reported in
+ * `x-account-rate-limit-limit|remaining|reset`; the family `ads-account`
+ * sets its figures.
  *
  * Limits: RATE_LIMITS (operator overrides per family) > the route's `limit`
  * > FAMILY_DEFAULTS (figures from the spec) > RATE_LIMIT_DEFAULT, each over
@@ -69,10 +80,13 @@ export const FAMILY_DEFAULTS: Record<string, { limit: number; windowMs?: number 
   /** GET 1.1/account/verify_credentials: 75 per 15 minutes per user on the public platform. */
   'account-verify-credentials': { limit: 75, windowMs: 15 * MINUTE },
   /** Password attempts on the sign-in page, per client address. */
-  'oauth-login': { limit: 30, windowMs: 15 * MINUTE }
+  'oauth-login': { limit: 30, windowMs: 15 * MINUTE },
+  /** Ads GETs per ad account and endpoint: the public platform's "Other Account Reads", 2000 per 15 minutes. */
+  'ads-account': { limit: 2000, windowMs: 15 * MINUTE }
 }
 
 export const TOTAL_COUNT_FAMILY = 'with_total_count'
+export const ADS_ACCOUNT_FAMILY = 'ads-account'
 
 export class RateLimiter {
   constructor(
@@ -123,10 +137,49 @@ export function rateLimitIdentity(request: FastifyRequest): string {
   return `user:${auth.app.id}:${auth.userId}`
 }
 
-export function setRateLimitHeaders(reply: FastifyReply, state: RateLimitState): void {
-  reply.header('x-rate-limit-limit', String(state.limit))
-  reply.header('x-rate-limit-remaining', String(state.remaining))
-  reply.header('x-rate-limit-reset', String(state.resetAt))
+/**
+ * The family of an authenticated route that names none: its method and the
+ * fixed segments of its path, so a collection and its items share a window
+ * (`GET /12/accounts/:account_id/campaigns/:campaign_id` -> `get:12.accounts.campaigns`).
+ * The name fits RATE_LIMITS' `family=limit[/window]` syntax.
+ */
+export function routeFamily(method: string, routeUrl: string): string {
+  const verb = method === 'HEAD' ? 'get' : method.toLowerCase()
+  const fixed = routeUrl
+    .split('/')
+    .filter((segment) => segment !== '' && !segment.startsWith(':') && segment !== '*')
+    .map((segment) => segment.replace(/[^A-Za-z0-9_.-]/g, '_'))
+  return `${verb}:${fixed.join('.')}`
+}
+
+/** The ad account an ads GET reads, when its path names one; writes are not counted per account (platform-facts §7). */
+function adsAccountOf(request: FastifyRequest): string | undefined {
+  if (request.method !== 'GET' && request.method !== 'HEAD') return undefined
+  if (!/^\/(12|5)\//.test(request.routeOptions.url ?? '')) return undefined
+  const accountId = (request.params as Record<string, unknown> | undefined)?.account_id
+  return typeof accountId === 'string' && accountId !== '' ? accountId : undefined
+}
+
+type HeaderSet = 'user' | 'account'
+
+const HEADER_PREFIX: Record<HeaderSet, string> = { user: 'x-rate-limit', account: 'x-account-rate-limit' }
+
+/**
+ * Sets `x-rate-limit-*` (or `x-account-rate-limit-*`). Also on the raw
+ * response: a streaming route (GET /2/activity/stream) hijacks the reply and
+ * writes its own head, which Node merges with headers set there.
+ */
+export function setRateLimitHeaders(reply: FastifyReply, state: RateLimitState, set: HeaderSet = 'user'): void {
+  const prefix = HEADER_PREFIX[set]
+  const values: Array<[string, string]> = [
+    [`${prefix}-limit`, String(state.limit)],
+    [`${prefix}-remaining`, String(state.remaining)],
+    [`${prefix}-reset`, String(state.resetAt)]
+  ]
+  for (const [name, value] of values) {
+    reply.header(name, value)
+    if (!reply.raw.headersSent) reply.raw.setHeader(name, value)
+  }
 }
 
 /** The state the headers report: an exceeded window first, else the one with the fewest requests left. */
@@ -147,19 +200,48 @@ function rejectionCounter(registry: client.Registry): client.Counter<'family'> {
 
 /**
  * Counts a request against `rule` for `identity` (default: the request's
- * caller), sets the headers and throws 429 code 88 when over the limit.
- * Routes that learn who the caller is only in their handler (the OAuth
- * endpoints authenticate themselves) call this directly.
+ * caller), sets the headers and, over the limit, throws `refusal` (default
+ * 429 code 88). Routes that learn who the caller is only in their handler
+ * (the OAuth endpoints authenticate themselves) call this directly.
  */
-export async function enforceRateLimit(request: FastifyRequest, reply: FastifyReply, rule: RateLimitRule, identity = rateLimitIdentity(request)): Promise<RateLimitState> {
+export async function enforceRateLimit(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  rule: RateLimitRule,
+  identity = rateLimitIdentity(request),
+  refusal: () => Error = Classic.rateLimited
+): Promise<RateLimitState> {
   const limiter = request.server.rateLimiter
   const state = await limiter.consume(rule.family, identity, limiter.policy(rule))
   setRateLimitHeaders(reply, state)
   if (state.exceeded) {
     limiter.rejected(state.family)
-    throw Classic.rateLimited()
+    throw refusal()
   }
   return state
+}
+
+/** The caller's windows for this request: the route's family (named or default) and with_total_count. */
+async function callerStates(limiter: RateLimiter, request: FastifyRequest, identity: string): Promise<RateLimitState[]> {
+  const named = request.routeOptions.config.rateLimit
+  const authenticated = request.auth !== undefined
+  const rule = named ?? (authenticated ? { family: routeFamily(request.method, request.routeOptions.url ?? request.url) } : undefined)
+  const states: RateLimitState[] = []
+  if (rule) states.push(await limiter.consume(rule.family, identity, limiter.policy(rule)))
+  if (authenticated && wantsTotalCount(request)) states.push(await limiter.consume(TOTAL_COUNT_FAMILY, identity, limiter.policy({ family: TOTAL_COUNT_FAMILY })))
+  return states
+}
+
+/**
+ * The account's window of an ads GET, per route family. Counted per app and
+ * account, so another application's callers cannot exhaust an account's
+ * reads by naming it.
+ */
+async function accountState(limiter: RateLimiter, request: FastifyRequest): Promise<RateLimitState | undefined> {
+  const accountId = request.auth === undefined ? undefined : adsAccountOf(request)
+  if (accountId === undefined || request.auth === undefined) return undefined
+  const family = `${ADS_ACCOUNT_FAMILY}:${routeFamily(request.method, request.routeOptions.url ?? request.url)}`
+  return limiter.consume(family, `app:${request.auth.app.id}:account:${accountId}`, limiter.policy({ family: ADS_ACCOUNT_FAMILY }))
 }
 
 /** Registers the limiter and its preValidation hook; call after registerAuthentication so `request.auth` is set. */
@@ -167,17 +249,14 @@ export function registerRateLimits(app: FastifyInstance, ctx: Pick<ServiceContex
   const limiter = new RateLimiter(ctx.store, ctx.config, rejectionCounter(ctx.metrics))
   app.decorate('rateLimiter', limiter)
   app.addHook('preValidation', async (request, reply) => {
-    const rule = request.routeOptions.config.rateLimit
-    const totalCount = request.auth !== undefined && wantsTotalCount(request)
-    if (!rule && !totalCount) return
-    const identity = rateLimitIdentity(request)
-    const states: RateLimitState[] = []
-    if (rule) states.push(await limiter.consume(rule.family, identity, limiter.policy(rule)))
-    if (totalCount) states.push(await limiter.consume(TOTAL_COUNT_FAMILY, identity, limiter.policy({ family: TOTAL_COUNT_FAMILY })))
-    const shown = mostConstrained(states)
-    setRateLimitHeaders(reply, shown)
-    if (shown.exceeded) {
-      limiter.rejected(shown.family)
+    const states = await callerStates(limiter, request, rateLimitIdentity(request))
+    const account = await accountState(limiter, request)
+    const shown = states.length > 0 ? mostConstrained(states) : undefined
+    if (shown) setRateLimitHeaders(reply, shown)
+    if (account) setRateLimitHeaders(reply, account, 'account')
+    const exceeded = [shown, account].find((state) => state?.exceeded)
+    if (exceeded) {
+      limiter.rejected(exceeded.family.startsWith(`${ADS_ACCOUNT_FAMILY}:`) ? ADS_ACCOUNT_FAMILY : exceeded.family)
       throw Classic.rateLimited()
     }
   })

@@ -223,11 +223,19 @@ export async function accessTokenFor(store: Store, app: App, user: User, level: 
   return token
 }
 
+/**
+ * Invalidates an access token. The user's approval of the app goes with it:
+ * otherwise oauth/authenticate would silently approve the app again, and
+ * invalidating would not take its access away.
+ */
 export async function revokeAccessToken(store: Store, token: string): Promise<boolean> {
   const record = await store.getJson<AccessToken>(AuthKeys.token(token))
   if (!record) return false
   const indexKey = AuthKeys.userToken(record.app_id, record.user_id)
-  const ops: StoreOp[] = [{ op: 'del', key: AuthKeys.token(token) }]
+  const ops: StoreOp[] = [
+    { op: 'del', key: AuthKeys.token(token) },
+    { op: 'del', key: AuthKeys.grant(record.app_id, record.user_id) }
+  ]
   if ((await store.get(indexKey)) === token) ops.push({ op: 'del', key: indexKey })
   await store.batch(ops)
   return true

@@ -1,8 +1,10 @@
 import t from 'tap'
 import { ConfigError, loadConfig } from '../../services/common/config'
-import { FAMILY_DEFAULTS, RateLimiter } from '../../services/common/ratelimit'
+import { FAMILY_DEFAULTS, RateLimiter, routeFamily } from '../../services/common/ratelimit'
 import { MemoryStore } from '../../services/common/store/memory'
-import { createIdentity } from '../helper'
+import { createAccount } from '../../services/gateway/ads/accounts'
+import { openHttpStream } from '../activity/support'
+import { createIdentity, oauth1Request, startTestRuntime } from '../helper'
 import { BACKENDS, classic, oauthHeader, send, startBackend } from '../gateway/oauth-support'
 
 t.test('limits: RATE_LIMITS overrides, then the route, then the spec figures, then RATE_LIMIT_DEFAULT', async (t) => {
@@ -98,7 +100,70 @@ t.test('with_total_count requests: 200 per 15 minutes, counted apart from the re
   const plain = `${rt.baseUrl}/12/probe/accounts`
   const without = await send('GET', plain, { authorization: oauthHeader('GET', plain, id) })
   t.equal(without.status, 200, 'the same route without with_total_count is not limited by it')
-  t.equal(without.headers.get('x-rate-limit-limit'), null)
+  t.equal(without.headers.get('x-rate-limit-limit'), String(rt.ctx.config.rateLimitDefault), 'only by its own default window')
+})
+
+t.test('default families: method and fixed path segments, valid RATE_LIMITS names', async (t) => {
+  t.equal(routeFamily('GET', '/12/accounts/:account_id/campaigns/:campaign_id'), 'get:12.accounts.campaigns')
+  t.equal(routeFamily('HEAD', '/12/accounts/:account_id/campaigns'), 'get:12.accounts.campaigns', 'HEAD counts as the GET it mirrors')
+  t.equal(routeFamily('POST', '/2/media/upload/:id/append'), 'post:2.media.upload.append')
+  const family = routeFamily('DELETE', '/2/activity/subscriptions/:subscription_id')
+  t.same(loadConfig({ RATE_LIMITS: `${family}=7/1m` }).rateLimits[family], { limit: 7, windowMs: 60_000 }, 'an operator can override a default family')
+})
+
+t.test('every authenticated route has a window; ads GETs also count per account', async (t) => {
+  const rt = await startTestRuntime(t, { env: { RATE_LIMIT_DEFAULT: '4', RATE_LIMIT_WINDOW: '1m', RATE_LIMITS: 'ads-account=2/15m' } })
+  const id = await createIdentity(rt.ctx.store)
+  const [a, b] = [await createAccount(rt.ctx, id.user.id, { name: 'account a' }), await createAccount(rt.ctx, id.user.id, { name: 'account b' })]
+  const campaignsOf = (account: string): string => `${rt.baseUrl}/12/accounts/${account}/campaigns`
+  const headers = (r: { headers: Headers }, prefix: string): string[] => ['limit', 'remaining'].map((k) => r.headers.get(`${prefix}-${k}`) ?? 'none')
+
+  const first = await oauth1Request('GET', campaignsOf(a.id), id)
+  t.equal(first.status, 200, first.text)
+  t.same(headers(first, 'x-rate-limit'), ['4', '3'], 'the user window of the route family (RATE_LIMIT_DEFAULT)')
+  t.same(headers(first, 'x-account-rate-limit'), ['2', '1'], 'the account window (x-account-rate-limit-*)')
+  const reset = Number(first.headers.get('x-account-rate-limit-reset'))
+  t.ok(reset > Date.now() / 1000 && reset <= Date.now() / 1000 + 15 * 60 + 1, 'account reset: epoch seconds within its window')
+  t.equal((await oauth1Request('GET', campaignsOf(a.id), id)).status, 200)
+
+  const accountOver = await oauth1Request('GET', campaignsOf(a.id), id)
+  t.equal(accountOver.status, 429, 'the third read of account a is over the account limit')
+  t.same(accountOver.json(), { errors: [{ code: 'TOO_MANY_REQUESTS', message: 'Rate limit exceeded' }], request: { params: { account_id: a.id } } })
+  t.same(headers(accountOver, 'x-account-rate-limit'), ['2', '0'])
+  t.same(headers(accountOver, 'x-rate-limit'), ['4', '1'], 'while the user still had requests left')
+
+  const otherAccount = await oauth1Request('GET', campaignsOf(b.id), id)
+  t.equal(otherAccount.status, 200, 'another account has its own window')
+  t.same(headers(otherAccount, 'x-account-rate-limit'), ['2', '1'])
+  const userOver = await oauth1Request('GET', campaignsOf(b.id), id)
+  t.equal(userOver.status, 429, 'the user window of the family is spent')
+  t.same(userOver.json(), { errors: [{ code: 'TOO_MANY_REQUESTS', message: 'Rate limit exceeded' }], request: { params: { account_id: b.id } } })
+  t.same(headers(userOver, 'x-rate-limit'), ['4', '0'])
+
+  const write = await oauth1Request('POST', campaignsOf(a.id), id, { query: { name: 'x' } })
+  t.same(headers(write, 'x-rate-limit'), ['4', '3'], 'a write has its own family window')
+  t.equal(write.headers.get('x-account-rate-limit-limit'), null, 'writes are not counted per account')
+
+  const subscriptions = `${rt.baseUrl}/2/activity/subscriptions`
+  for (let i = 0; i < 4; i++) {
+    const r = await send('GET', subscriptions, { authorization: `Bearer ${id.bearer}` })
+    t.equal(r.status, 200, r.text)
+    t.same(headers(r, 'x-rate-limit'), ['4', String(3 - i)])
+  }
+  const v2Over = await send('GET', subscriptions, { authorization: `Bearer ${id.bearer}` })
+  t.equal(v2Over.status, 429)
+  t.same(v2Over.json(), { errors: [{ code: 88, message: 'Rate limit exceeded' }] }, 'code 88 on v2')
+
+  const upload = await oauth1Request('POST', `${rt.baseUrl}/2/media/upload`, id, { query: { command: 'STATUS' } })
+  t.same(headers(upload, 'x-rate-limit'), ['4', '3'], `media upload is limited (answered ${upload.status})`)
+
+  const stream = await openHttpStream(rt.baseUrl, id.bearer)
+  stream.close()
+  t.equal(stream.status, 200)
+  t.same([stream.headers['x-rate-limit-limit'], stream.headers['x-rate-limit-remaining']], ['4', '3'], 'the stream is limited too, and says so in its head')
+
+  const metrics = await send('GET', `${rt.baseUrl}/metrics`)
+  t.match(metrics.text, /rate_limited_requests_total\{[^}]*family="ads-account"[^}]*\} 1/)
 })
 
 t.test('RATE_LIMITS changes a family without touching code', async (t) => {

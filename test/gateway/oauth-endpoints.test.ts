@@ -4,8 +4,9 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import { Agent, fetch as undiciFetch } from 'undici'
 import { AuthKeys } from '../../services/common/auth/records'
+import { loadConfig } from '../../services/common/config'
 import { createApp, createUser, rotateSecret } from '../../services/gateway/identity'
-import { createIdentity, tempDir } from '../helper'
+import { createIdentity, eventually, tempDir } from '../helper'
 import { BACKENDS, classic, CookieJar, FORM, hiddenField, oauthClient, OAuthClientError, oauthHeader, send, startBackend, submitSignIn, verifierOf } from './oauth-support'
 
 /**
@@ -50,7 +51,8 @@ for (const backend of BACKENDS) {
       t.same([...fields.keys()], ['oauth_token', 'oauth_token_secret', 'oauth_callback_confirmed'])
       t.equal(fields.get('oauth_callback_confirmed'), 'true')
       t.ok(await store.exists(AuthKeys.requestToken(fields.get('oauth_token') as string)), 'the request token is stored')
-      t.ok(Number(await store.pttl(AuthKeys.requestToken(fields.get('oauth_token') as string))) <= 15 * 60_000, 'and expires within 15 minutes')
+      const ttl = await store.pttl(AuthKeys.requestToken(fields.get('oauth_token') as string))
+      t.ok(ttl > 0 && ttl <= 15 * 60_000, `and expires within 15 minutes (${ttl} ms left)`)
     })
 
     t.test('request_token: callback rules (415, 417, 215)', async (t: Test) => {
@@ -153,6 +155,13 @@ for (const backend of BACKENDS) {
       t.ok(ok.headers.getSetCookie().some((c) => /^gw_session=.+HttpOnly; SameSite=Lax/.test(c)), 'a session cookie is set')
       const twice = await send('POST', `${base}/oauth/authorize`, { ...FORM, cookie: jar.header() }, form)
       t.equal(twice.status, 400, 'the request was already decided')
+      for (const mode of ['authorize', 'authenticate']) {
+        const malformed = await send('POST', `${base}/oauth/${mode}`, { ...FORM, cookie: jar.header() }, `oauth_token=${step.token}&csrf_token=%zz`)
+        t.equal(malformed.status, 400, `a malformed form posted to oauth/${mode}`)
+        t.match(malformed.headers.get('content-type'), /^text\/html/, 'gets the notice page, not JSON')
+        t.match(malformed.text, /<h1>Unexpected request<\/h1>/)
+        t.match(malformed.headers.get('content-security-policy'), /default-src 'none'/, 'with the pages’ security headers')
+      }
 
       const evil = await createApp(store, { name: '<script>alert(1)</script>', callback_urls: [callback] })
       const step2 = await oauthClient(base, evil, callback).requestToken()
@@ -171,6 +180,12 @@ for (const backend of BACKENDS) {
       const url = `${base}/1.1/oauth/invalidate_token`
       const bearer = await send('POST', url, { authorization: `Bearer ${id.bearer}` })
       t.equal(bearer.status, 403, 'user context only')
+      t.match(bearer.headers.get('content-type'), /^application\/json/, 'a classic error, not a v2 Problem')
+      t.same(bearer.json(), { errors: [{ code: 220, message: 'Your credentials do not allow access to this resource.' }] })
+      const verify = `${base}/1.1/account/verify_credentials.json`
+      const verifyBearer = await send('GET', verify, { authorization: `Bearer ${id.bearer}` })
+      t.equal(verifyBearer.status, 403)
+      t.same(verifyBearer.json(), { errors: [{ code: 220, message: 'Your credentials do not allow access to this resource.' }] }, 'every 1.1 path answers in the classic shape')
       const ok = await send('POST', url, { authorization: oauthHeader('POST', url, id) })
       t.same(ok.json(), { access_token: id.token.token })
       const again = await send('POST', url, { authorization: oauthHeader('POST', url, id) })
@@ -262,15 +277,33 @@ t.test('bearer requests too close together get 403 code 99', async (t) => {
   t.ok(tooSoon.headers.get('x-rate-limit-limit'), 'the OAuth endpoints carry rate-limit headers')
 })
 
+t.test('a burst of oauth2/token calls gets 403 code 99 by default, with the rate-limit headers', async (t) => {
+  t.equal(loadConfig({}).bearerMinIntervalMs, 0, 'no OAUTH2_TOKEN_MIN_INTERVAL by default: the window alone decides')
+  const rt = await startBackend(t, 'memory', { RATE_LIMITS: 'oauth2-app-token=3' })
+  const app = await createApp(rt.ctx.store, { name: 'Bursty' })
+  const req = (): ReturnType<typeof send> => send('POST', `${rt.baseUrl}/oauth2/token`, { ...FORM, authorization: basic(app.consumer_key, app.consumer_secret) }, 'grant_type=client_credentials')
+  for (let i = 0; i < 3; i++) {
+    const ok = await req()
+    t.equal(ok.status, 200)
+    t.same([ok.headers.get('x-rate-limit-limit'), ok.headers.get('x-rate-limit-remaining')], ['3', String(2 - i)])
+  }
+  const burst = await req()
+  t.equal(burst.status, 403, 'too frequent: 403, not 429')
+  t.same(burst.json(), { errors: [{ code: 99, message: 'Unable to verify your credentials', label: 'authenticity_token_error' }] })
+  t.equal(burst.headers.get('x-rate-limit-remaining'), '0')
+  t.match(burst.headers.get('x-rate-limit-reset'), /^\d{10}$/)
+})
+
 t.test('request tokens expire (OAUTH_REQUEST_TOKEN_TTL)', async (t) => {
-  const rt = await startBackend(t, 'memory', { OAUTH_REQUEST_TOKEN_TTL: '1s' })
+  // Long enough for the page to load on a busy machine; the test then waits for the expiry itself.
+  const rt = await startBackend(t, 'memory', { OAUTH_REQUEST_TOKEN_TTL: '4s' })
   const app = await createApp(rt.ctx.store, { name: 'Slow', callback_urls: ['https://slow.example/cb'] })
   const user = await createUser(rt.ctx.store, 'slow_user', PASSWORD)
   const client = oauthClient(rt.baseUrl, app, 'https://slow.example/cb')
   const step = await client.requestToken()
   const page = await send('GET', `${rt.baseUrl}/oauth/authorize?oauth_token=${step.token}`)
   t.equal(page.status, 200)
-  await new Promise((r) => setTimeout(r, 1200))
+  await eventually(async () => !(await rt.ctx.store.exists(AuthKeys.requestToken(step.token))), 15_000, 100)
   const late = await submitSignIn(rt.baseUrl, step.token, { screenName: user.screen_name, password: PASSWORD })
   t.equal(late.status, 400)
   t.match(late.text, /no longer valid/)

@@ -140,20 +140,27 @@ for (const backend of BACKENDS) {
     t.equal(after.status, 401, 'the invalidated token is refused')
     t.same(JSON.parse(after.body), { errors: [{ code: 89, message: 'Invalid or expired token.' }] })
 
-    // oauth/authenticate: signed in and already granted, the browser goes straight back.
+    // Invalidating the token took the approval away: oauth/authenticate asks the signed-in user again.
+    t.notOk(await store.exists(AuthKeys.grant(app.id, user.id)), 'the grant went with the invalidated token')
     const step2 = await client.requestToken()
-    const back2 = rx.next()
     await page.goto(`${base}/oauth/authenticate?oauth_token=${encodeURIComponent(step2.token)}`)
+    t.match(await page.textContent('h1'), /Authorize Photo Printer/, 'the user is asked again after invalidation')
+    t.match(await page.textContent('.account'), `@${user.screen_name}`, 'as the signed-in account')
+    const back2 = rx.next()
+    await page.getByRole('button', { name: 'Authorize app' }).click()
     const callback2 = await back2
-    t.equal(callback2.get('oauth_token'), step2.token, 'authenticate skips re-approval')
+    t.equal(callback2.get('oauth_token'), step2.token)
     const access2 = await client.accessToken(step2.token, step2.secret, callback2.get('oauth_verifier') as string)
     t.not(access2.token, access.token, 'after invalidation a different token is issued')
     t.equal((await client.get(verify, access2.token, access2.secret)).status, 200)
 
+    // oauth/authenticate: signed in and already granted, the browser goes straight back.
     const step3 = await client.requestToken()
     const back3 = rx.next()
     await page.goto(`${base}/oauth/authenticate?oauth_token=${encodeURIComponent(step3.token)}`)
-    const access3 = await client.accessToken(step3.token, step3.secret, (await back3).get('oauth_verifier') as string)
+    const callback3 = await back3
+    t.equal(callback3.get('oauth_token'), step3.token, 'authenticate skips re-approval')
+    const access3 = await client.accessToken(step3.token, step3.secret, callback3.get('oauth_verifier') as string)
     t.equal(access3.token, access2.token, 'authorizing again returns the outstanding token')
 
     // oauth/authorize always asks, showing the signed-in account; Cancel sends ?denied=.

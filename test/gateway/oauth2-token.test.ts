@@ -2,8 +2,11 @@ import * as oauth from 'oauth4webapi'
 import { PNG } from 'pngjs'
 import t from 'tap'
 import { AuthKeys, type BearerRecord } from '../../services/common/auth/records'
+import { loadConfig } from '../../services/common/config'
 import { issueAccessToken } from '../../services/gateway/identity'
-import { oauth1Request } from '../helper'
+import { claimCode, codeWasUsed, createGrant, newGrantId } from '../../services/gateway/oauth2/grants'
+import { OAuth2Keys } from '../../services/gateway/oauth2/keys'
+import { eventually, oauth1Request } from '../helper'
 import {
   authorizationServer,
   authorizationUrl,
@@ -30,6 +33,9 @@ import {
  */
 
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' }
+
+/** The scopes GET /2/activity/subscriptions needs (the platform's OpenAPI: like.read, tweet.read), the protected route of these tests. */
+const READ = 'tweet.read like.read'
 
 // One server for every test that needs no special setting (each starts its own clients and users).
 let shared: ReturnType<typeof startServer> | undefined
@@ -96,7 +102,7 @@ t.test('refresh: rotation, narrowing, replay revokes the authorization', async (
   const as = authorizationServer(base)
   const client = await newClient(rt)
   const user = await newUser(rt)
-  const { params, verifier } = await authorize(base, client, 'tweet.read media.write offline.access', new CookieJar(), user)
+  const { params, verifier } = await authorize(base, client, `${READ} media.write offline.access`, new CookieJar(), user)
   const first = await exchange(base, client, params, verifier)
   const refresh = async (token: string, scope?: string): Promise<oauth.TokenEndpointResponse> =>
     oauth.processRefreshTokenResponse(as, client.client, await oauth.refreshTokenGrantRequest(as, client.client, client.auth, token, { ...INSECURE, ...(scope ? { additionalParameters: { scope } } : {}) }))
@@ -104,14 +110,14 @@ t.test('refresh: rotation, narrowing, replay revokes the authorization', async (
   const second = await refresh(first.refresh_token as string)
   t.not(second.access_token, first.access_token)
   t.not(second.refresh_token, first.refresh_token, 'a new refresh token every time')
-  t.equal(second.scope, 'tweet.read media.write offline.access')
+  t.equal(second.scope, `${READ} media.write offline.access`)
   t.equal(second.expires_in, 7200)
 
-  const widened = await rejection(t, () => refresh(second.refresh_token as string, 'tweet.read dm.read offline.access'), oauth.ResponseBodyError)
+  const widened = await rejection(t, () => refresh(second.refresh_token as string, `${READ} dm.read offline.access`), oauth.ResponseBodyError)
   t.equal(widened.error, 'invalid_scope', 'a refresh cannot add scopes')
-  const narrowed = await refresh(second.refresh_token as string, 'tweet.read offline.access')
-  t.equal(narrowed.scope, 'tweet.read offline.access')
-  t.equal((await withToken('GET', `${base}/2/activity/subscriptions`, narrowed.access_token)).status, 200, 'the narrowed token works where tweet.read is enough')
+  const narrowed = await refresh(second.refresh_token as string, `${READ} offline.access`)
+  t.equal(narrowed.scope, `${READ} offline.access`)
+  t.equal((await withToken('GET', `${base}/2/activity/subscriptions`, narrowed.access_token)).status, 200, 'the narrowed token works where its scopes are enough')
 
   // The refresh token rotated away is refused, and presenting it revokes everything issued since.
   const replay = await rejection(t, () => refresh(first.refresh_token as string), oauth.ResponseBodyError)
@@ -137,7 +143,7 @@ t.test('revocation (RFC 7009)', async (t) => {
   const revoke = async (c: typeof client, token: string, hint?: string): Promise<void> =>
     oauth.processRevocationResponse(await oauth.revocationRequest(as, c.client, c.auth, token, { ...INSECURE, ...(hint ? { additionalParameters: { token_type_hint: hint } } : {}) }))
 
-  const a = await authorize(base, client, 'tweet.read offline.access', jar, user)
+  const a = await authorize(base, client, `${READ} offline.access`, jar, user)
   const tokens = await exchange(base, client, a.params, a.verifier)
   t.equal((await withToken('GET', route, tokens.access_token)).status, 200)
 
@@ -171,25 +177,73 @@ t.test('revocation (RFC 7009)', async (t) => {
 })
 
 t.test('expiry of access tokens and codes (short lifetimes configured)', async (t) => {
-  const rt = await startServer(t, { OAUTH2_ACCESS_TOKEN_TTL: '1s', OAUTH2_CODE_TTL: '1s' })
+  // Long enough for a scrypt sign-in and an exchange on a busy machine; the test then waits for each expiry.
+  const rt = await startServer(t, { OAUTH2_ACCESS_TOKEN_TTL: '4s', OAUTH2_CODE_TTL: '4s' })
   const base = rt.baseUrl
   const client = await newClient(rt)
   const user = await newUser(rt)
   const jar = new CookieJar()
-  const a = await authorize(base, client, 'tweet.read', jar, user)
+  const a = await authorize(base, client, READ, jar, user)
   const tokens = await exchange(base, client, a.params, a.verifier)
-  t.equal(tokens.expires_in, 1, 'expires_in follows OAUTH2_ACCESS_TOKEN_TTL')
+  t.equal(tokens.expires_in, 4, 'expires_in follows OAUTH2_ACCESS_TOKEN_TTL')
   const route = `${base}/2/activity/subscriptions`
   t.equal((await withToken('GET', route, tokens.access_token)).status, 200)
 
-  const late = await authorize(base, client, 'tweet.read', jar)
-  await new Promise((r) => setTimeout(r, 1300))
+  const late = await authorize(base, client, READ, jar)
+  const code = late.params.get('code') as string
+  t.ok((await rt.ctx.store.pttl(OAuth2Keys.code(code))) > 0, 'the code is stored with its lifetime')
+  await eventually(async () => (await withToken('GET', route, tokens.access_token)).status === 401, 15_000, 200)
   const expired = await withToken('GET', route, tokens.access_token)
   t.equal(expired.status, 401, 'the access token expired')
   t.same(expired.json(), { errors: [{ code: 89, message: 'Invalid or expired token.' }] })
+  await eventually(async () => !(await rt.ctx.store.exists(OAuth2Keys.code(code))), 15_000, 100)
   const err = await rejection(t, () => exchange(base, client, late.params, late.verifier), oauth.ResponseBodyError)
   t.equal(err.error, 'invalid_grant', 'a code is refused after its lifetime')
   t.match(err.error_description, /invalid or expired/)
+})
+
+t.test('authorization codes live 30 s by default', async (t) => {
+  t.equal(loadConfig({}).oauth2CodeTtlMs, 30_000, 'OAUTH2_CODE_TTL defaults to 30 s')
+  const rt = await server()
+  const client = await newClient(rt)
+  const user = await newUser(rt)
+  const a = await authorize(rt.baseUrl, client, 'tweet.read', new CookieJar(), user)
+  const ttl = await rt.ctx.store.pttl(OAuth2Keys.code(a.params.get('code') as string))
+  t.ok(ttl > 20_000 && ttl <= 30_000, `the server stores a code for 30 s (${ttl} ms left)`)
+})
+
+t.test('two concurrent exchanges of one code: one succeeds, and its tokens are revoked', async (t) => {
+  const rt = await server()
+  const route = `${rt.baseUrl}/2/activity/subscriptions`
+  const client = await newClient(rt)
+  const user = await newUser(rt)
+  const jar = new CookieJar()
+  for (let round = 0; round < 5; round++) {
+    const a = await authorize(rt.baseUrl, client, 'tweet.read offline.access', jar, round === 0 ? user : undefined)
+    const results = await Promise.allSettled([exchange(rt.baseUrl, client, a.params, a.verifier), exchange(rt.baseUrl, client, a.params, a.verifier)])
+    const won = results.filter((r): r is PromiseFulfilledResult<oauth.TokenEndpointResponse> => r.status === 'fulfilled')
+    t.equal(won.length, 1, `round ${round}: exactly one exchange succeeds`)
+    const lost = results.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+    t.match(lost?.reason, { error: 'invalid_grant' }, 'the other is invalid_grant')
+    const tokens = won[0]?.value as oauth.TokenEndpointResponse
+    t.equal((await withToken('GET', route, tokens.access_token)).status, 401, 'the winner’s access token is revoked (RFC 6749 §4.1.2)')
+    t.notOk(await rt.ctx.store.exists(OAuth2Keys.refresh(tokens.refresh_token as string)), 'and its refresh token')
+  }
+})
+
+t.test('a replay between the claim of a code and the issue of its tokens still revokes them', async (t) => {
+  const rt = await server()
+  const { store, config } = rt.ctx
+  const client = await newClient(rt)
+  const user = await newUser(rt)
+  const a = await authorize(rt.baseUrl, client, 'tweet.read', new CookieJar(), user)
+  const code = a.params.get('code') as string
+  const grantId = newGrantId()
+  t.same(await claimCode(store, config, code, grantId), { ok: true }, 'the first exchange claims the code')
+  t.ok(await codeWasUsed(store, code), 'a replay lands before the first exchange has issued anything')
+  const issued = await createGrant(store, config, { grant_id: grantId, app_id: client.app.id, client_id: client.client.client_id, user_id: user.id, scopes: ['tweet.read'] })
+  t.notOk(await store.exists(AuthKeys.bearer(issued.access_token)), 'the tokens issued afterwards are revoked at once')
+  t.equal((await withToken('GET', `${rt.baseUrl}/2/activity/subscriptions`, issued.access_token)).status, 401)
 })
 
 t.test('token endpoint errors', async (t) => {
@@ -374,7 +428,8 @@ t.test('scopes on a product route (media upload); OAuth 1.0a permissions overrid
 })
 
 t.test('the token lifecycle on a Redis store', async (t) => {
-  const rt = await startServer(t, { OAUTH2_ACCESS_TOKEN_TTL: '2s' }, { redis: true })
+  // The default (2 h) lifetime: a 401 below can only come from revocation, never from expiry.
+  const rt = await startServer(t, {}, { redis: true })
   t.equal(rt.ctx.store.kind, 'redis')
   const base = rt.baseUrl
   const as = authorizationServer(base)
@@ -385,15 +440,16 @@ t.test('the token lifecycle on a Redis store', async (t) => {
   const refresh = async (token: string): Promise<oauth.TokenEndpointResponse> =>
     oauth.processRefreshTokenResponse(as, client.client, await oauth.refreshTokenGrantRequest(as, client.client, client.auth, token, INSECURE))
 
-  const a = await authorize(base, client, 'tweet.read offline.access', jar, user)
+  const a = await authorize(base, client, `${READ} offline.access`, jar, user)
   const first = await exchange(base, client, a.params, a.verifier)
-  t.equal(first.expires_in, 2)
+  t.equal(first.expires_in, 7200)
   t.ok((await rt.ctx.store.pttl(AuthKeys.bearer(first.access_token))) > 0, 'the access token key expires in Redis too')
+  t.equal((await withToken('GET', route, first.access_token)).status, 200, 'valid before the replay')
   const reused = await rejection(t, () => exchange(base, client, a.params, a.verifier), oauth.ResponseBodyError)
   t.equal(reused.error, 'invalid_grant')
   t.equal((await withToken('GET', route, first.access_token)).status, 401, 'code replay revoked the first tokens')
 
-  const b = await authorize(base, client, 'tweet.read offline.access', jar)
+  const b = await authorize(base, client, `${READ} offline.access`, jar)
   const second = await exchange(base, client, b.params, b.verifier)
   const rotated = await refresh(second.refresh_token as string)
   t.equal((await withToken('GET', route, rotated.access_token)).status, 200)
@@ -401,16 +457,24 @@ t.test('the token lifecycle on a Redis store', async (t) => {
   t.equal(replay.error, 'invalid_grant')
   t.equal((await withToken('GET', route, rotated.access_token)).status, 401, 'refresh replay revoked the authorization')
 
-  const c = await authorize(base, client, 'tweet.read', jar)
+  const c = await authorize(base, client, READ, jar)
   const third = await exchange(base, client, c.params, c.verifier)
+  t.equal((await withToken('GET', route, third.access_token)).status, 200, 'valid before the revocation')
   await oauth.processRevocationResponse(await oauth.revocationRequest(as, client.client, client.auth, third.access_token, INSECURE))
   t.equal((await withToken('GET', route, third.access_token)).status, 401, 'revoked')
+})
 
-  const d = await authorize(base, client, 'tweet.read', jar)
-  const fourth = await exchange(base, client, d.params, d.verifier)
-  t.equal((await withToken('GET', route, fourth.access_token)).status, 200)
-  await new Promise((r) => setTimeout(r, 2200))
-  t.equal((await withToken('GET', route, fourth.access_token)).status, 401, 'expired')
+t.test('access tokens expire on a Redis store', async (t) => {
+  const rt = await startServer(t, { OAUTH2_ACCESS_TOKEN_TTL: '4s' }, { redis: true })
+  const client = await newClient(rt)
+  const user = await newUser(rt)
+  const route = `${rt.baseUrl}/2/activity/subscriptions`
+  const a = await authorize(rt.baseUrl, client, READ, new CookieJar(), user)
+  const tokens = await exchange(rt.baseUrl, client, a.params, a.verifier)
+  t.equal(tokens.expires_in, 4)
+  t.equal((await withToken('GET', route, tokens.access_token)).status, 200)
+  await eventually(async () => (await withToken('GET', route, tokens.access_token)).status === 401, 15_000, 200)
+  t.notOk(await rt.ctx.store.exists(AuthKeys.bearer(tokens.access_token)), 'expired: Redis dropped the key')
 })
 
 t.test('the token endpoints are rate limited per client address', async (t) => {

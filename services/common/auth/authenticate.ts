@@ -14,8 +14,8 @@ import { type AccessLevel, type AccessToken, allows, type App, AuthKeys, type Be
  * and the preValidation hook below (after body parsing, before schema
  * validation, so an unauthenticated request is 401 rather than 400) sets
  * `request.auth`. Failures are classic errors (codes 32, 89, 93, 135, 215,
- * 220) or the unsupported-authentication Problem; each interface's error
- * handler renders them in its own shape.
+ * 220) or, on v2 and ads paths, the unsupported-authentication Problem; each
+ * interface's error handler renders them in its own shape.
  */
 
 export type AuthScheme = 'oauth1-user' | 'bearer-app' | 'oauth2-user'
@@ -123,7 +123,7 @@ export class Authenticator {
     const header = request.headers.authorization
     const scheme = header === undefined ? undefined : header.trim().split(/\s+/, 1)[0]?.toLowerCase()
     if (scheme === 'oauth' || (scheme === undefined && carriesOAuth1(request))) {
-      if (!requirement.schemes.includes('oauth1-user')) throw unsupported('oauth1-user', requirement)
+      if (!requirement.schemes.includes('oauth1-user')) throw unsupported(request, 'oauth1-user', requirement)
       const verified = await this.verifyOAuth1(request, publicBase, 'access')
       const token = verified.token as AccessToken
       const accessLevel = lowerLevel(verified.app.access_level, token.access_level)
@@ -138,12 +138,12 @@ export class Authenticator {
       const app = await this.store.getJson<App>(AuthKeys.app(record.app_id))
       if (!app) throw Classic.invalidToken()
       if (record.kind === 'app') {
-        if (!requirement.schemes.includes('bearer-app')) throw unsupported('bearer-app', requirement)
+        if (!requirement.schemes.includes('bearer-app')) throw unsupported(request, 'bearer-app', requirement)
         return { scheme: 'bearer-app', app, bearerToken: token }
       }
       // A user token dies with its expiry, and with the app's OAuth 2.0 client.
       if (Date.parse(record.expires_at) <= Date.now() || !app.oauth2) throw Classic.invalidToken()
-      if (!requirement.schemes.includes('oauth2-user')) throw unsupported('oauth2-user', requirement)
+      if (!requirement.schemes.includes('oauth2-user')) throw unsupported(request, 'oauth2-user', requirement)
       const missing = (requirement.scopes ?? []).filter((s) => !record.scopes.includes(s))
       if (missing.length > 0) throw new InsufficientScopeError(requirement.scopes ?? [], missing)
       return { scheme: 'oauth2-user', app, userId: record.user_id, scopes: record.scopes, bearerToken: token }
@@ -210,7 +210,13 @@ export class Authenticator {
   }
 }
 
-function unsupported(used: AuthScheme, requirement: AuthRequirement): Error {
+/**
+ * A credential of a kind the route does not take: the v2 unsupported-authentication
+ * Problem, or on the 1.1 and OAuth interfaces (which have no Problems) their
+ * classic 403 code 220.
+ */
+function unsupported(request: FastifyRequest, used: AuthScheme, requirement: AuthRequirement): Error {
+  if (classicPath(request)) return Classic.forbidden()
   return Problems.unsupportedAuthentication(SCHEME_NAMES[used], requirement.schemes.map((s) => SCHEME_NAMES[s]))
 }
 

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { App, RequestToken, SignInSession } from '../../common/auth/records'
 import type { ServiceContext } from '../../common/context'
 import { checkCredentials, getApp } from '../identity'
-import { permissionsFor, renderConsentPage, renderNoticePage, renderPinPage, sendPage } from './page'
+import { formErrorPage, permissionsFor, renderConsentPage, renderNoticePage, renderPinPage, sendPage } from './page'
 import { callbackWith, getGrant, grantCovers, recordGrant, type RequestTokens } from './request-tokens'
 import { csrfToken, csrfValid, type SignInSessions } from './sessions'
 
@@ -167,6 +167,6 @@ export function registerAuthorizePages(app: FastifyInstance, ctx: ServiceContext
 
   for (const mode of ['authorize', 'authenticate'] as const) {
     app.get(`/oauth/${mode}`, (request, reply) => show(request, reply, mode))
-    app.post(`/oauth/${mode}`, (request, reply) => decide(request, reply, mode))
+    app.post(`/oauth/${mode}`, { errorHandler: formErrorPage }, (request, reply) => decide(request, reply, mode))
   }
 }

@@ -13,9 +13,15 @@ import { currentBearer, invalidateBearer, issueBearer } from '../identity'
  * and POST oauth2/invalidate_token revokes it. Credentials are the consumer
  * key and secret, by HTTP Basic (`enc(key):enc(secret)`) or as
  * `client_id`/`client_secret` form fields. Any credential problem, a grant
- * other than client_credentials, or calls closer together than
- * OAUTH2_TOKEN_MIN_INTERVAL get 403 code 99.
+ * other than client_credentials, or too frequent calls get 403 code 99
+ * (spec: "Cache bearer tokens: requests made too frequently are rejected
+ * with HTTP 403 and code 99"): past the app's window of the
+ * `oauth2-app-token` family (x-rate-limit-* headers as on every limited
+ * route), or closer together than OAUTH2_TOKEN_MIN_INTERVAL when set.
  */
+
+/** oauth2/token's own window, per app; its overflow is "too frequent", 403 code 99. */
+const TOKEN_FAMILY = { family: 'oauth2-app-token' }
 
 /** Form fields of the body (only an application/x-www-form-urlencoded body counts) and of the query. */
 function fields(request: FastifyRequest): Map<string, string[]> {
@@ -80,7 +86,7 @@ export function registerOAuth2Routes(app: FastifyInstance, ctx: ServiceContext):
     const credentials = clientCredentials(request, values)
     if (!credentials) throw Classic.unableToVerify()
     const client = await appFor(credentials)
-    await enforceRateLimit(request, reply, { family: 'oauth2' }, `app:${client.id}`)
+    await enforceRateLimit(request, reply, TOKEN_FAMILY, `app:${client.id}`, Classic.unableToVerify)
     if (one(values, 'grant_type') !== 'client_credentials') throw Classic.unableToVerify()
     if (config.bearerMinIntervalMs > 0 && !(await store.setIfAbsent(AuthKeys.bearerLast(client.id), '1', config.bearerMinIntervalMs))) {
       throw Classic.unableToVerify()

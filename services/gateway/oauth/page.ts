@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { FastifyReply } from 'fastify'
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import type { AccessLevel } from '../../common/auth/records'
 
 /**
@@ -197,4 +197,19 @@ export function sendPage(reply: FastifyReply, status: number, html: string, redi
     .header('cache-control', 'no-store')
     .type('text/html; charset=utf-8')
     .send(html)
+}
+
+/**
+ * The error handler of the sign-in pages' form posts. A body fastify cannot
+ * take (malformed encoding, too large, another content type) fails before
+ * the handler runs; a person in a browser gets a notice page for it, not the
+ * classic interface's JSON.
+ */
+export function formErrorPage(err: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500
+  if (status === 500) {
+    request.log.error({ err, reqId: request.id }, 'sign-in form failed')
+    return sendPage(reply, 500, renderNoticePage('Something went wrong', 'The form could not be processed. Go back to the application and try again.'))
+  }
+  return sendPage(reply, status, renderNoticePage('Unexpected request', 'The form could not be read. Use the form on the sign-in page.'))
 }

@@ -3,7 +3,7 @@ import type { App, SignInSession } from '../../common/auth/records'
 import type { ServiceContext } from '../../common/context'
 import { newSecret } from '../../common/ids'
 import { checkCredentials } from '../identity'
-import { renderConsentPage, renderNoticePage, sendPage } from '../oauth/page'
+import { formErrorPage, renderConsentPage, renderNoticePage, sendPage } from '../oauth/page'
 import { csrfToken, csrfValid, SignInSessions } from '../oauth/sessions'
 import { appByClientId } from './clients'
 import { issueCode } from './grants'
@@ -245,6 +245,6 @@ export function registerAuthorizeRoutes(app: FastifyInstance, ctx: ServiceContex
   const limited = { rateLimit: { family: 'oauth2-authorize' } }
   for (const path of ['/i/oauth2/authorize', '/2/oauth2/authorize']) {
     app.get(path, { config: limited }, (request, reply) => show(request, reply))
-    app.post(path, (request, reply) => decide(request, reply))
+    app.post(path, { errorHandler: formErrorPage }, (request, reply) => decide(request, reply))
   }
 }

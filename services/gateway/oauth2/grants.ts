@@ -105,11 +105,21 @@ export function newGrantId(): string {
   return newUuid()
 }
 
-/** Records the grant and issues its first tokens. */
+/**
+ * Records the grant and issues its first tokens. A replay of the code can
+ * land between its claim and this call, when there are no tokens yet for
+ * it to revoke: it leaves the grant's revocation marker, so once the
+ * tokens are written (before the marker is read, while the replay sets the
+ * marker before reading the token keys: one of the two sees the other)
+ * they are revoked here. The caller still gets them, dead: exactly one
+ * exchange of a code succeeds, and a replay always kills its tokens.
+ */
 export async function createGrant(store: Store, config: Config, grant: Omit<Grant, 'created_at'>): Promise<IssuedTokens> {
   const record: Grant = { ...grant, created_at: new Date().toISOString() }
   await store.setJson(OAuth2Keys.grant(grant.grant_id), record)
-  return issueTokens(store, config, record)
+  const issued = await issueTokens(store, config, record)
+  if (await store.exists(OAuth2Keys.grantRevoked(grant.grant_id))) await revokeGrant(store, grant.grant_id)
+  return issued
 }
 
 export async function getGrant(store: Store, grantId: string): Promise<Grant | undefined> {
@@ -194,8 +204,12 @@ export async function rotateRefresh(store: Store, config: Config, token: string,
   return issueTokens(store, config, { ...grant, scopes })
 }
 
-/** Deletes every token of the grant and the grant itself. */
+/** How long a revoked grant id is remembered: longer than any exchange of a code can take. */
+const REVOKED_MARKER_TTL_MS = 10 * 60_000
+
+/** Deletes every token of the grant and the grant itself; tokens still being issued for it are revoked when written (createGrant). */
 export async function revokeGrant(store: Store, grantId: string): Promise<void> {
+  await store.set(OAuth2Keys.grantRevoked(grantId), '1', REVOKED_MARKER_TTL_MS)
   const keys = await store.smembers(OAuth2Keys.grantKeys(grantId))
   const grant = await getGrant(store, grantId)
   const ops: Parameters<Store['batch']>[0] = keys.map((key) => ({ op: 'del' as const, key }))

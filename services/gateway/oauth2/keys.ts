@@ -11,6 +11,7 @@ import { sha256Hex } from '../../common/auth/records'
  *   auth:oauth2-code:{sha256(code)}            CodeRecord (JSON), TTL OAUTH2_CODE_TTL
  *   auth:oauth2-code-used:{sha256(code)}       grant_id of the code's tokens (replay detection)
  *   auth:oauth2-grant:{grant_id}               Grant (JSON)
+ *   auth:oauth2-grant-revoked:{grant_id}       "1": the grant was revoked, possibly before its tokens were written
  *   auth:oauth2-grant-keys:{grant_id}          set of the grant's token keys (revocation)
  *   auth:oauth2-app-grants:{app_id}            sorted set grant_id -> expiry ms
  *   auth:oauth2-refresh:{sha256(token)}        RefreshRecord (JSON), TTL OAUTH2_REFRESH_TOKEN_TTL
@@ -23,6 +24,7 @@ export const OAuth2Keys = {
   codeUsed: (code: string) => `auth:oauth2-code-used:${sha256Hex(code)}`,
   grant: (grantId: string) => `auth:oauth2-grant:${grantId}`,
   grantKeys: (grantId: string) => `auth:oauth2-grant-keys:${grantId}`,
+  grantRevoked: (grantId: string) => `auth:oauth2-grant-revoked:${grantId}`,
   appGrants: (appId: string) => `auth:oauth2-app-grants:${appId}`,
   refresh: (token: string) => `auth:oauth2-refresh:${sha256Hex(token)}`,
   refreshUsed: (token: string) => `auth:oauth2-refresh-used:${sha256Hex(token)}`

