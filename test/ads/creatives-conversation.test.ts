@@ -1,5 +1,8 @@
-import t from 'tap'
-import { oauth1Request, startTestRuntime, type TestResponse } from '../helper'
+import t, { type Test } from 'tap'
+import { TOPICS, type BusMessage } from '../../services/common/bus/types'
+import type { Runtime } from '../../services/common/runtime'
+import type { EntityChange } from '../../services/gateway/ads/entities'
+import { eventually, oauth1Request, startTestRuntime, type TestResponse } from '../helper'
 import { createAdsIdentity } from './helper'
 import { expectAdsError, hasFfmpeg, libraryMedia, Media, png } from './media-fixtures'
 
@@ -14,6 +17,14 @@ import { expectAdsError, hasFfmpeg, libraryMedia, Media, png } from './media-fix
 // ffmpeg makes the JPEG, GIF, WEBP and MP4 inputs. `make test` installs it (deps-system), so its
 // absence is a failure of the suite, never a silent skip of the video, GIF, JPEG and WEBP checks.
 t.ok(hasFfmpeg(), 'ffmpeg is installed (make deps-system); the JPEG, GIF, WEBP and MP4 checks need it')
+
+/** Every ads entity change the runtime publishes, as a subscriber of the topic sees them. */
+async function observeChanges(t: Test, rt: Runtime, groupId: string): Promise<EntityChange[]> {
+  const changes: EntityChange[] = []
+  const consumer = await rt.ctx.bus.subscribe({ groupId, topics: [TOPICS.adsEntityChanges], handler: async (m: BusMessage) => { changes.push(m.value as EntityChange) } })
+  t.teardown(() => consumer.close())
+  return changes
+}
 
 interface Conversation {
   id: string
@@ -35,6 +46,7 @@ interface Conversation {
 t.test('video conversation cards', async (t) => {
   const rt = await startTestRuntime(t)
   const { id, account } = await createAdsIdentity(rt.ctx)
+  const changes = await observeChanges(t, rt, 'video-conversation-changes')
   const media = Media.create(t)
   const base = `${rt.baseUrl}/12/accounts/${account.id}/cards/video_conversation`
   const video = await libraryMedia(rt.baseUrl, id, account, media.mp4(1280, 720, 1), { category: 'amplify_video' })
@@ -116,11 +128,24 @@ t.test('video conversation cards', async (t) => {
   t.match((await oauth1Request('DELETE', one, id)).json(), { data: { id: card.data.id, deleted: true } })
   expectAdsError(t, await oauth1Request('GET', one, id, { query: { with_deleted: 'true' } }), 404, 'CARD_NOT_FOUND', undefined, 'hard deleted')
   t.equal((await list({ with_deleted: 'true' })).length, 2)
+
+  // Entity changes: create, the two accepted updates (refused ones publish nothing), the hard delete.
+  await eventually(() => changes.some((c) => c.entity_id === card.data.id && c.change_type === 'DELETE'))
+  const trail = changes.filter((c) => c.entity_id === card.data.id)
+  t.same(trail.map((c) => c.change_type), ['CREATE', 'UPDATE', 'UPDATE', 'DELETE'])
+  t.match(trail[0], { entity_type: 'VIDEO_CONVERSATION_CARD', account_id: account.id, changed_by: { user_id: id.user.id }, entity_data: { id: card.data.id, title: 'Developers' } })
+  t.match(trail[1]?.changes, { title: { old: 'Developers', new: null }, second_cta: { old: null, new: '#Second' }, second_cta_tweet: { old: null, new: 'two' } })
+  t.match(trail[2]?.changes, { name: { old: 'Developers', new: 'Renamed' }, media_key: { old: video, new: scaled } })
+  t.match(trail[3], { entity_data: { id: card.data.id, deleted: true } })
+  const posterTrail = changes.filter((c) => c.entity_id === fourCard.id)
+  t.same(posterTrail.map((c) => c.change_type), ['CREATE', 'UPDATE'], 'unsetting the poster is an update')
+  t.match(posterTrail[1]?.changes, { poster_media_url: { old: /\/media\/[^/]+\.png$/, new: /\/media\/[^/]+\.jpg$/ } }, 'from the chosen PNG poster back to the first frame')
 })
 
 t.test('legacy image conversation cards and their delete', async (t) => {
   const rt = await startTestRuntime(t)
   const { id, account } = await createAdsIdentity(rt.ctx)
+  const changes = await observeChanges(t, rt, 'image-conversation-changes')
   const base = `${rt.baseUrl}/12/accounts/${account.id}/cards/image_conversation`
   const image = await libraryMedia(rt.baseUrl, id, account, png(1280, 670))
   const small = await libraryMedia(rt.baseUrl, id, account, png(700, 366))
@@ -149,4 +174,11 @@ t.test('legacy image conversation cards and their delete', async (t) => {
   expectAdsError(t, await oauth1Request('DELETE', `${base}/${card.id}`, id), 404, 'CARD_NOT_FOUND', undefined, 'deleted twice')
   const outsider = await createAdsIdentity(rt.ctx)
   expectAdsError(t, await oauth1Request('DELETE', `${base}/${card.id}`, outsider.id), 403, 'ACCOUNT_NOT_FOUND', undefined, 'another user')
+
+  // Entity changes: one CREATE per card made (refused creates publish nothing), the DELETE of the deleted one.
+  await eventually(() => changes.some((c) => c.entity_id === card.id && c.change_type === 'DELETE'))
+  const images = changes.filter((c) => c.entity_type === 'IMAGE_CONVERSATION_CARD')
+  t.same(images.map((c) => c.change_type), ['CREATE', 'CREATE', 'DELETE'])
+  t.match(images[0], { entity_id: card.id, account_id: account.id, changed_by: { user_id: id.user.id }, entity_data: { card_type: 'IMAGE_CONVERSATION', title: 'Full moon' } })
+  t.match(images[2], { entity_id: card.id, entity_data: { deleted: true } })
 })

@@ -181,6 +181,15 @@ t.test('creating, reading and renaming posts', async (t) => {
   await eventually(() => changes.filter((c) => c.entity_id === created.data.id_str).length >= 3)
   t.same(changes.filter((c) => c.entity_id === created.data.id_str).map((c) => c.change_type), ['CREATE', 'UPDATE', 'UPDATE'])
   t.match(changes.find((c) => c.entity_id === created.data.id_str), { entity_type: 'TWEET', changed_by: { user_id: agency.user.id } })
+  // Media used in a post becomes `tweeted`, published as a MEDIA_LIBRARY update of each library object; the unused one stays as it was.
+  const tweetedUpdate = (key: string): EntityChange | undefined => changes.find((c) => c.entity_type === 'MEDIA_LIBRARY' && c.entity_id === key && c.change_type === 'UPDATE')
+  await eventually(() => images.slice(0, 4).every((key) => tweetedUpdate(key) !== undefined))
+  for (const key of images.slice(0, 4)) {
+    const update = tweetedUpdate(key) as EntityChange
+    t.same(update.changes, { tweeted: { old: false, new: true } }, `${key}: only tweeted changed`)
+    t.match(update, { account_id: account.id, changed_by: { user_id: advertiser.user.id }, entity_data: { media_key: key, tweeted: true } })
+  }
+  t.equal(tweetedUpdate(images[4] as string), undefined, 'media never posted is not marked')
   await eventually(() => activity.length >= 1)
   t.equal(activity.length, 1, 'nullcast posts publish nothing')
   const event = activity[0] as { key: string; event_type: string; user_id: string; payload: Record<string, unknown> }
