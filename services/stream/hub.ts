@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import client from 'prom-client'
 import type { Delivery } from '../activity/deliveries'
 import { TOPICS } from '../common/bus/types'
@@ -10,12 +9,21 @@ import type { Worker } from '../common/service'
 import { RecentBuffer } from './backfill'
 import type { StreamConnection } from './connections'
 import { ConnectionRegistry, type Lease } from './registry'
+import { streamNodeSettings, type StreamNodeSettings } from './settings'
 
 /**
  * One stream node's state: its open connections by application, its recent
  * buffer, and its consumer of `activity.deliveries` in a group of its own
- * (`stream-<node id>`, starting at the end of the topic), so every node sees
- * every delivery and serves the connections it holds.
+ * (`stream-<node id>`), so every node sees every delivery and serves the
+ * connections it holds.
+ *
+ * The node id is stable (settings.ts), so is the group: a node's first start
+ * begins at the end of the topic, and a restart resumes from the group's
+ * committed offsets. The deliveries published while the node was down are
+ * caught up into the backfill buffer (those still inside the backfill
+ * window, at their publish time) and go live only to connections whose
+ * backfill_minutes reach back to them: a client that reconnects after a
+ * ForceDisconnect gets what it missed, nobody gets old lines as new ones.
  *
  * Writing never waits for a client. Each write is followed by a look at the
  * connection's unsent bytes: a client still above STREAM_SLOW_READER_BYTES a
@@ -47,13 +55,19 @@ interface StreamMetrics {
   received: client.Counter
   sent: client.Counter<'kind'>
   buffered: client.Gauge
+  bufferedBytes: client.Gauge
+  caughtUp: client.Counter<'outcome'>
 }
 
 export class StreamHub {
-  readonly nodeId = `stream-${randomBytes(6).toString('hex')}`
+  readonly nodeId: string
   readonly registry: ConnectionRegistry
   private readonly byApp = new Map<string, Set<StreamConnection>>()
   private readonly leases = new Map<StreamConnection, Lease>()
+  /** The oldest publish time each connection asked for (its backfill window start, or when it opened). */
+  private readonly wantsFrom = new Map<StreamConnection, number>()
+  /** When this node's consumer started: a delivery published before was missed while the node was down. */
+  private consumingSince = Number.NEGATIVE_INFINITY
   private readonly overThreshold = new Set<StreamConnection>()
   private readonly buffer: RecentBuffer
   private readonly metrics: StreamMetrics
@@ -61,11 +75,26 @@ export class StreamHub {
   private consumer: Consumer | undefined
   private closingState = false
 
-  constructor(private readonly ctx: ServiceContext) {
+  constructor(
+    private readonly ctx: ServiceContext,
+    overrides: Partial<StreamNodeSettings> = {}
+  ) {
     const { config } = ctx
+    const settings = { ...streamNodeSettings(config), ...overrides }
+    this.nodeId = settings.nodeId
     this.registry = new ConnectionRegistry(ctx.store, this.nodeId, config.streamConnectionsPerApp, config.streamRegistryTtlMs)
-    this.buffer = new RecentBuffer(config.streamBackfillMs, config.streamBackfillMaxEvents)
+    this.buffer = new RecentBuffer({
+      windowMs: config.streamBackfillMs,
+      maxEventsPerApp: config.streamBackfillMaxEvents,
+      maxBytesPerApp: settings.backfillMaxBytesPerApp,
+      maxBytes: settings.backfillMaxBytes
+    })
     this.metrics = this.createMetrics()
+  }
+
+  /** The node's consumer group on activity.deliveries. */
+  get groupId(): string {
+    return `stream-${this.nodeId}`
   }
 
   get closing(): boolean {
@@ -102,6 +131,20 @@ export class StreamHub {
         collect() {
           this.set(buffer.size())
         }
+      }),
+      bufferedBytes: new client.Gauge({
+        name: 'stream_backfill_buffer_bytes',
+        help: 'Bytes held in this node\'s backfill buffer (bounded by STREAM_BACKFILL_MAX_BYTES)',
+        registers,
+        collect() {
+          this.set(buffer.bytes())
+        }
+      }),
+      caughtUp: new client.Counter({
+        name: 'stream_deliveries_caught_up_total',
+        help: 'Deliveries published while this node was down, read after its restart: buffered for backfill, or dropped as older than the window',
+        labelNames: ['outcome'] as const,
+        registers
       })
     }
   }
@@ -143,6 +186,8 @@ export class StreamHub {
    */
   attach(conn: StreamConnection, lease: Lease, backfillMinutes: number): void {
     this.leases.set(conn, lease)
+    const openedAt = Date.now()
+    this.wantsFrom.set(conn, openedAt - backfillMinutes * 60_000)
     this.metrics.opened.inc({ transport: conn.transport })
     if (this.closingState) {
       // Admitted just before shutdown began: it gets the same goodbye as the others.
@@ -150,7 +195,7 @@ export class StreamHub {
       return
     }
     if (backfillMinutes > 0) {
-      for (const line of this.buffer.since(conn.appId, Date.now() - backfillMinutes * 60_000)) {
+      for (const line of this.buffer.since(conn.appId, openedAt - backfillMinutes * 60_000)) {
         if (!this.deliver(conn, line)) break
       }
     }
@@ -168,14 +213,26 @@ export class StreamHub {
     })
   }
 
-  /** A delivery from the bus: kept for backfill and written to the app's open streams on this node. */
-  dispatch(delivery: Pick<Delivery, 'app_id' | 'envelope'>): void {
+  /**
+   * A delivery from the bus, published at `publishedAt`: kept for backfill
+   * and written to the app's open streams on this node. One published while
+   * the node was down goes only to streams whose backfill reaches back to it.
+   */
+  dispatch(delivery: Pick<Delivery, 'app_id' | 'envelope'>, publishedAt = Date.now()): void {
     this.metrics.received.inc()
+    const missed = publishedAt < this.consumingSince
+    if (missed && publishedAt < Date.now() - this.ctx.config.streamBackfillMs) {
+      this.metrics.caughtUp.inc({ outcome: 'too-old' })
+      return
+    }
+    if (missed) this.metrics.caughtUp.inc({ outcome: 'buffered' })
     const line = JSON.stringify(delivery.envelope)
-    this.buffer.push(delivery.app_id, line)
+    this.buffer.push(delivery.app_id, line, publishedAt)
     const set = this.byApp.get(delivery.app_id)
     if (!set) return
-    for (const conn of [...set]) this.deliver(conn, line)
+    for (const conn of [...set]) {
+      if (!missed || publishedAt >= (this.wantsFrom.get(conn) ?? Number.POSITIVE_INFINITY)) this.deliver(conn, line)
+    }
   }
 
   /** Writes one event; false when the connection was closed as a slow reader. */
@@ -220,6 +277,7 @@ export class StreamHub {
     const lease = this.leases.get(conn)
     if (!lease) return Promise.resolve()
     this.leases.delete(conn)
+    this.wantsFrom.delete(conn)
     const set = this.byApp.get(conn.appId)
     set?.delete(conn)
     if (set && set.size === 0) this.byApp.delete(conn.appId)
@@ -261,9 +319,12 @@ export class StreamHub {
     every(Math.floor(config.streamRegistryTtlMs / 3), () => this.renewLeases())
     every(Math.min(10_000, Math.max(1000, Math.floor(config.streamBackfillMs / 10))), () => this.buffer.trim())
 
+    this.consumingSince = Date.now()
+    log.info({ nodeId: this.nodeId, group: this.groupId }, 'stream node consuming activity.deliveries')
     this.consumer = await this.ctx.bus.subscribe({
-      groupId: this.nodeId,
+      groupId: this.groupId,
       topics: [TOPICS.activityDeliveries],
+      // A new group starts live; a known one resumes from its committed offsets (the catch-up above).
       fromBeginning: false,
       handler: async (message: BusMessage) => {
         const delivery = message.value as Partial<Delivery> | undefined
@@ -273,7 +334,7 @@ export class StreamHub {
           return
         }
         // The stream only forwards: whatever happens to one client, the delivery is done for this node.
-        this.dispatch(delivery as Delivery)
+        this.dispatch(delivery as Delivery, Number.isFinite(message.timestamp) ? message.timestamp : Date.now())
       }
     })
     return { name: 'stream-deliveries', close: () => this.stop() }

@@ -1,6 +1,7 @@
 import type { ServiceContext } from '../common/context'
 import type { ServiceDefinition } from '../common/service'
 import { StreamHub } from './hub'
+import type { StreamNodeSettings } from './settings'
 import { registerStreamRoute } from './routes'
 import { attachWebSocketStream } from './websocket'
 
@@ -13,23 +14,32 @@ import { attachWebSocketStream } from './websocket'
 
 const hubs = new WeakMap<ServiceContext, StreamHub>()
 
-export function streamHub(ctx: ServiceContext): StreamHub {
+export function streamHub(ctx: ServiceContext, overrides: Partial<StreamNodeSettings> = {}): StreamHub {
   let hub = hubs.get(ctx)
   if (!hub) {
-    hub = new StreamHub(ctx)
+    hub = new StreamHub(ctx, overrides)
     hubs.set(ctx, hub)
   }
   return hub
 }
 
-export const streamService: ServiceDefinition = {
-  name: 'stream',
-  routes: async (app, ctx) => {
-    const hub = streamHub(ctx)
-    await registerStreamRoute(app, hub)
-    attachWebSocketStream(app, ctx, hub)
-  },
-  start: async (ctx) => [await streamHub(ctx).start()],
-  // Every open stream gets ForceDisconnect before the HTTP server stops.
-  beforeClose: async (ctx) => streamHub(ctx).forceDisconnectAll()
+/**
+ * The stream service with node settings given in code rather than the
+ * environment: several stream nodes in one process (tests, benches) each
+ * need their own stable node id.
+ */
+export function streamServiceWith(overrides: Partial<StreamNodeSettings>): ServiceDefinition {
+  return {
+    name: 'stream',
+    routes: async (app, ctx) => {
+      const hub = streamHub(ctx, overrides)
+      await registerStreamRoute(app, hub)
+      attachWebSocketStream(app, ctx, hub)
+    },
+    start: async (ctx) => [await streamHub(ctx, overrides).start()],
+    // Every open stream gets ForceDisconnect before the HTTP server stops.
+    beforeClose: async (ctx) => streamHub(ctx, overrides).forceDisconnectAll()
+  }
 }
+
+export const streamService: ServiceDefinition = streamServiceWith({})
