@@ -4,17 +4,23 @@ import type { EntityChange } from '../gateway/ads/entities'
 
 /**
  * The account-history keyspace. One entry per entity change, indexed per
- * entity by change time:
+ * entity by change time (the time window of a read):
  *
  *   history:entry:{change_id}                               HistoryEntry (JSON)
  *   history:entity:{account_id}:{entity_type}:{entity_id}   sorted set: change_id by change time (ms)
  *
- * Recording is idempotent (keyed by change_id), so a change the bus hands
- * over twice (at least once delivery, a restart before the commit) is
- * stored once. Changes of one entity made within the same millisecond are
- * ordered by their position on the topic: the topic is keyed by account,
- * so one account's changes share a partition and its offsets give the
- * order they were made in.
+ * Order: the topic is keyed by account, so one account's changes share a
+ * partition, and the gateway publishes one entity's changes in the order
+ * they committed (its outbox, under the entity's lease). The position on
+ * the topic (partition, offset) is therefore THE order of an entity's
+ * changes; the change time comes from the clock of whichever gateway made
+ * the change, so with several gateways it can go backwards and is only
+ * displayed (and used for the window).
+ *
+ * Recording is idempotent (keyed by change_id) and keeps the FIRST
+ * position a change was read at: the relay publishes in order, so a
+ * republished duplicate always comes after its first copy and must not
+ * move it behind the changes that followed it.
  */
 
 export interface HistoryEntry {
@@ -55,15 +61,21 @@ export function entryFromMessage(change: EntityChange, message: Pick<BusMessage,
   }
 }
 
+/** Records the entry unless its change is already recorded; either way the entity index holds it. */
 export async function recordEntry(store: Store, entry: HistoryEntry): Promise<void> {
-  await store.batch([
-    { op: 'set', key: HistoryKeys.entry(entry.change_id), value: JSON.stringify(entry) },
-    { op: 'zadd', key: HistoryKeys.entity(entry.account_id, entry.entity_type, entry.entity_id), score: entry.changed_at_ms, member: entry.change_id }
-  ])
+  const first = await store.setJsonIfAbsent(HistoryKeys.entry(entry.change_id), entry)
+  // A duplicate (or a retry after a crash between these two writes) indexes the entry as first recorded.
+  const kept = first ? entry : ((await store.getJson<HistoryEntry>(HistoryKeys.entry(entry.change_id))) ?? entry)
+  await store.zadd(HistoryKeys.entity(kept.account_id, kept.entity_type, kept.entity_id), kept.changed_at_ms, kept.change_id)
 }
 
-function compareEntries(a: HistoryEntry, b: HistoryEntry): number {
-  if (a.changed_at_ms !== b.changed_at_ms) return a.changed_at_ms - b.changed_at_ms
+/** Where an entry was read on the topic: the order of one entity's changes, and the history cursor. */
+export interface TopicPosition {
+  partition: number
+  offset: string
+}
+
+export function comparePositions(a: TopicPosition, b: TopicPosition): number {
   if (a.partition !== b.partition) return a.partition - b.partition
   const oa = BigInt(a.offset)
   const ob = BigInt(b.offset)
@@ -79,14 +91,17 @@ export interface HistoryQuery {
   /** Exclusive, ms. */
   toMs: number
   userId?: string
+  /** Only the entries after this position (the keyset cursor of the previous page). */
+  after?: TopicPosition
 }
 
-/** The entity's changes within [fromMs, toMs), oldest first, optionally only those one user made. */
+/** The entity's changes within [fromMs, toMs) in the order they were made, optionally only those one user made. */
 export async function queryEntries(store: Store, q: HistoryQuery): Promise<HistoryEntry[]> {
   const members = await store.zrangeByScore(HistoryKeys.entity(q.accountId, q.entityType, q.entityId), q.fromMs, q.toMs - 1)
   if (members.length === 0) return []
   const entries = await store.mgetJson<HistoryEntry>(members.map((m) => HistoryKeys.entry(m.member)))
   return entries
     .filter((e): e is HistoryEntry => e !== undefined && (q.userId === undefined || e.change_by.user_id === q.userId))
-    .sort(compareEntries)
+    .filter((e) => q.after === undefined || comparePositions(e, q.after) > 0)
+    .sort(comparePositions)
 }

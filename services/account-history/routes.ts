@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../common/context'
 import { Ads } from '../common/errors'
 import { accountFeatures, requireAccount } from '../gateway/ads/accounts'
-import { ADS_AUTH, type ListOptions, paginate, Params, sendData } from '../gateway/ads/conventions'
+import { ADS_AUTH, Params, sendData } from '../gateway/ads/conventions'
 import { ACCOUNT_HISTORY_FEATURE } from '../gateway/ads/campaigns/features'
-import { type HistoryEntry, queryEntries } from './history'
+import { type HistoryEntry, queryEntries, type TopicPosition } from './history'
 
 /**
  * GET /12/accounts/:account_id/account_history (beta): the changes made to
@@ -23,6 +23,29 @@ function wholeHour(p: Params, name: string): number {
   const ms = Date.parse(iso)
   if (ms % HOUR_MS !== 0) throw Ads.invalid(name, `${name} must be expressed in whole hours (0 minutes and 0 seconds), got ${iso}`)
   return ms
+}
+
+/**
+ * Keyset cursors: the topic position of the last entry of the page,
+ * base64url JSON, opaque to clients. The next page is what comes after that
+ * position, so entries recorded meanwhile never shift or repeat a page.
+ */
+export function encodeHistoryCursor(position: TopicPosition): string {
+  return Buffer.from(JSON.stringify({ v: 1, p: position.partition, o: position.offset }), 'utf8').toString('base64url')
+}
+
+export function decodeHistoryCursor(cursor: string): TopicPosition {
+  const invalid = () => Ads.invalid('cursor', `Invalid cursor "${cursor.slice(0, 60)}"`)
+  if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw invalid()
+  let state: unknown
+  try {
+    state = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
+  } catch {
+    throw invalid()
+  }
+  const c = state as { v?: unknown; p?: unknown; o?: unknown } | null
+  if (c === null || typeof c !== 'object' || c.v !== 1 || !Number.isSafeInteger(c.p) || (c.p as number) < 0 || typeof c.o !== 'string' || !/^\d{1,19}$/.test(c.o)) throw invalid()
+  return { partition: c.p as number, offset: c.o }
 }
 
 /** Second-precision UTC like every ads timestamp. */
@@ -56,12 +79,13 @@ export async function registerHistoryRoutes(app: FastifyInstance, ctx: ServiceCo
     if (toMs <= fromMs) throw Ads.invalid('end_time', 'end_time must be later than start_time')
     const count = p.int('count', { min: 1, max: 1000 }) ?? 200
     const cursor = p.string('cursor', { max: 512 })
+    const after = cursor !== undefined ? decodeHistoryCursor(cursor) : undefined
     const userId = p.string('user_id', { max: 19 })
     if (userId !== undefined && !USER_ID.test(userId)) throw Ads.invalid('user_id', `Expected Long, got ${JSON.stringify(userId)} for user_id`)
-    const entries = await queryEntries(ctx.store, { accountId: account.id, entityType, entityId, fromMs, toMs, ...(userId !== undefined ? { userId } : {}) })
-    // Entries carry no `deleted` flag of their own; with_deleted keeps paginate from filtering.
-    const opts: ListOptions = { count, ...(cursor !== undefined ? { cursor } : {}), withDeleted: true, withTotalCount: false }
-    const page = paginate(entries, opts)
-    return sendData(request, reply, page.data.map(render), 'account_history', { next_cursor: page.next_cursor })
+    const entries = await queryEntries(ctx.store, { accountId: account.id, entityType, entityId, fromMs, toMs, ...(userId !== undefined ? { userId } : {}), ...(after ? { after } : {}) })
+    const page = entries.slice(0, count)
+    const last = page[page.length - 1]
+    const nextCursor = entries.length > count && last ? encodeHistoryCursor(last) : null
+    return sendData(request, reply, page.map(render), 'account_history', { next_cursor: nextCursor })
   })
 }
