@@ -104,7 +104,8 @@ t.test('sign in, approve, exchange, use; then deny; in chromium', async (t) => {
   const { page, close } = await newPage(t)
 
   // 1. The consent page names the app and lists the scopes in words.
-  const scope = 'tweet.read users.read dm.read offline.access'
+  // Includes what GET /2/activity/subscriptions takes (like.read, tweet.read), used below.
+  const scope = 'tweet.read like.read users.read dm.read offline.access'
   const first = await authorizationUrl(base, client, rx.redirectUri, scope)
   const shown = await page.goto(first.url)
   t.equal(shown?.status(), 200)

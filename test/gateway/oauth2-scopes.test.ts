@@ -38,7 +38,8 @@ t.test('activity subscriptions to direct-message events', async (t) => {
   const bob = await newUser(rt)
   const dm = (userId: string): unknown => ({ event_type: 'dm.received', filter: { user_id: userId } })
 
-  const withDm = await userToken(rt, client, alice, 'tweet.read dm.read')
+  // createActivitySubscription takes dm.read, like.read and tweet.read (the platform's OpenAPI).
+  const withDm = await userToken(rt, client, alice, 'tweet.read like.read dm.read')
   const created = await withToken('POST', url, withDm, dm(alice.id))
   t.equal(created.status, 200, created.text)
   t.match(created.json(), { data: { subscription: { event_type: 'dm.received', filter: { user_id: alice.id } } } })
@@ -47,11 +48,11 @@ t.test('activity subscriptions to direct-message events', async (t) => {
   t.equal(other.status, 403, 'a token of alice cannot subscribe to bob\'s direct messages')
   t.match(other.json<Problem>(), { type: 'https://api.twitter.com/2/problems/not-authorized-for-resource', parameter: 'filter.user_id', resource_id: bob.id })
 
-  const noDm = await userToken(rt, client, alice, 'tweet.read users.read')
+  const noDm = await userToken(rt, client, alice, 'tweet.read like.read users.read')
   const missing = await withToken('POST', url, noDm, dm(alice.id))
   t.equal(missing.status, 403, 'dm.read is required')
-  t.match(missing.json<Problem>(), { type: 'about:blank', detail: /Missing OAuth 2\.0 scopes: dm\.read/ })
-  t.equal(missing.headers.get('www-authenticate'), 'Bearer error="insufficient_scope", scope="dm.read"')
+  t.match(missing.json<Problem>(), { type: 'about:blank', detail: /Missing OAuth 2\.0 scopes: dm\.read\./ })
+  t.match(missing.headers.get('www-authenticate'), /^Bearer error="insufficient_scope", scope="[^"]*\bdm\.read\b[^"]*"$/)
 
   const { token: bearer } = await issueBearer(rt.ctx.store, client.app)
   const appOnly = await withToken('POST', url, bearer, dm(alice.id))
@@ -70,7 +71,7 @@ t.test('activity subscriptions to direct-message events', async (t) => {
   t.equal(refused.json<{ errors: Array<{ code: number }> }>().errors[0]?.code, 93, 'without the direct-message level: code 93')
 })
 
-t.test('activity subscriptions need tweet.read from OAuth 2.0 user tokens', async (t) => {
+t.test('activity subscriptions need their scopes from OAuth 2.0 user tokens', async (t) => {
   const rt = await server()
   const url = `${rt.baseUrl}/2/activity/subscriptions`
   const client = await newClient(rt)
@@ -82,9 +83,11 @@ t.test('activity subscriptions need tweet.read from OAuth 2.0 user tokens', asyn
   t.equal((await withToken('GET', url, usersOnly)).status, 403)
 
   const tweetRead = await userToken(rt, client, carol, 'tweet.read')
-  const ok = await withToken('POST', url, tweetRead, { event_type: 'post.create', filter: { user_id: '2244994945' } })
+  t.match((await withToken('GET', url, tweetRead)).json<Problem>(), { detail: /Missing OAuth 2\.0 scopes: like\.read\./ }, 'listing also takes like.read')
+  const reader = await userToken(rt, client, carol, 'tweet.read like.read dm.read')
+  const ok = await withToken('POST', url, reader, { event_type: 'post.create', filter: { user_id: '2244994945' } })
   t.equal(ok.status, 200, 'public events of any user')
-  const list = await withToken('GET', url, tweetRead)
+  const list = await withToken('GET', url, reader)
   t.equal(list.status, 200)
   t.equal(list.json<{ meta: { result_count: number } }>().meta.result_count, 1)
 })
