@@ -60,12 +60,68 @@ export function parseDuration(raw: string, name = 'duration'): number {
   return n * factor
 }
 
-const asDuration: Parser<number> = (raw, name) => parseDuration(raw, name)
+const SECOND = 1000
+const MINUTE = 60 * SECOND
+const HOUR = 60 * MINUTE
+const DAY = 24 * HOUR
+/** The longest delay Node's timers honour: a longer one fires after 1 ms instead. */
+export const TIMER_MAX_MS = 2 ** 31 - 1
+/** Upper bound of lifetimes kept in the store (TTLs, retentions): ten years. */
+const TTL_MAX_MS = 3650 * DAY
 
-const asDurationList: Parser<number[]> = (raw, name) => {
-  const parts = raw.split(',').map((p) => p.trim()).filter((p) => p !== '')
-  if (parts.length === 0) throw new ConfigError(`${name} must list at least one duration`)
-  return parts.map((p) => parseDuration(p, name))
+/** 1500 -> "1500ms", 60000 -> "1m", the timer limit -> "2147483647ms (about 24.8 days)". */
+export function formatDuration(ms: number): string {
+  if (ms === TIMER_MAX_MS) return `${ms}ms (about 24.8 days, the longest timer)`
+  for (const [unit, size] of [['d', DAY], ['h', HOUR], ['m', MINUTE], ['s', SECOND]] as const) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`
+  }
+  return `${ms}ms`
+}
+
+/** A duration within [min, max]: timers need a positive period that fits setTimeout, TTLs a positive lifetime. */
+const asDuration = (min: number, max: number): Parser<number> => (raw, name) => {
+  const ms = parseDuration(raw, name)
+  if (ms < min || ms > max) throw new ConfigError(`${name} must be between ${formatDuration(min)} and ${formatDuration(max)}, got "${raw}"`)
+  return ms
+}
+
+const asDurationList = (min: number, max: number): Parser<number[]> => (raw, name) => {
+  const parts = raw.split(',').map((p) => p.trim())
+  if (parts.some((p) => p === '')) throw new ConfigError(`${name} must be a comma list of durations without empty entries, got "${raw}"`)
+  return parts.map((p) => asDuration(min, max)(p, name))
+}
+
+const asRedisUrl: Parser<string> = (raw, name) => {
+  if (raw === '') return raw
+  let url: URL | undefined
+  try {
+    url = new URL(raw)
+  } catch {
+    url = undefined
+  }
+  if (!url || (url.protocol !== 'redis:' && url.protocol !== 'rediss:') || url.hostname === '') {
+    throw new ConfigError(`${name} must be a redis:// or rediss:// URL such as redis://host:6379/0, got "${redactSecretInUrl(raw)}"`)
+  }
+  return raw
+}
+
+/** Config errors are printed: a password in a rejected URL must not be. */
+function redactSecretInUrl(raw: string): string {
+  return raw.replace(/(\/\/[^:/@]*:)[^@/]*@/, '$1***@')
+}
+
+const BROKER = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):([0-9]{1,5})$/
+
+/** Empty: no Kafka (embedded bus). Otherwise every entry must be host:port; `,,` is a typo, not "no brokers". */
+const asBrokerList: Parser<string[]> = (raw, name) => {
+  if (raw.trim() === '') return []
+  return raw.split(',').map((entry) => {
+    const broker = entry.trim()
+    const m = BROKER.exec(broker)
+    const port = Number(m?.[3])
+    if (!m || port < 1 || port > 65535) throw new ConfigError(`${name} entries must be host:port (e.g. kafka-0:9092), got "${broker}" in "${raw}"`)
+    return broker
+  })
 }
 
 const asList: Parser<string[]> = (raw) => raw.split(',').map((p) => p.trim()).filter((p) => p !== '')
@@ -113,15 +169,15 @@ export const SETTINGS = {
   tlsKey: setting('TLS_KEY', '', 'Path of the PEM private key matching TLS_CERT.', asString),
   trustProxy: setting('TRUST_PROXY', 'false', 'Trust X-Forwarded-For/-Proto from the reverse proxy in front (client address for login limits, scheme for OAuth base URLs).', asBool),
   bodyLimit: setting('BODY_LIMIT_BYTES', '5242880', 'Largest request body accepted (bytes); larger gets 413 in the interface\'s error shape.', asInt(1024, 100 * 1024 * 1024)),
-  shutdownGraceMs: setting('SHUTDOWN_GRACE', '10s', 'How long SIGTERM waits for in-flight work before exiting.', asDuration),
+  shutdownGraceMs: setting('SHUTDOWN_GRACE', '10s', 'How long SIGTERM waits for in-flight work before exiting (0 to 24.8 days).', asDuration(0, TIMER_MAX_MS)),
 
   // --- state and bus ---
   dataDir: setting('DATA_DIR', './data', 'Directory of the embedded store\'s journal and of uploaded media.', asString),
-  redisUrl: setting('REDIS_URL', '', 'Redis URL (redis://host:port/db). Empty: in-memory store persisted to DATA_DIR.', asString),
-  kafkaBrokers: setting('KAFKA_BROKERS', '', 'Comma list of Kafka brokers. Empty: in-memory bus (embedded mode).', asList),
+  redisUrl: setting('REDIS_URL', '', 'Redis URL, `redis://` or `rediss://` (TLS): redis://[user:password@]host:port/db. Empty: in-memory store persisted to DATA_DIR.', asRedisUrl),
+  kafkaBrokers: setting('KAFKA_BROKERS', '', 'Comma list of Kafka brokers, each host:port. Empty: in-memory bus (embedded mode).', asBrokerList),
   kafkaClientId: setting('KAFKA_CLIENT_ID', 'activity-gateway', 'Kafka client id prefix.', asString),
   busPartitions: setting('BUS_PARTITIONS', '6', 'Partitions per topic of the in-memory bus (Kafka topics: deploy/topics.json).', asInt(1, 256)),
-  kafkaSessionTimeoutMs: setting('KAFKA_SESSION_TIMEOUT', '30s', 'Kafka consumer group session: a member silent this long is evicted and its partitions move to the others (heartbeats every tenth of it).', asDuration),
+  kafkaSessionTimeoutMs: setting('KAFKA_SESSION_TIMEOUT', '30s', 'Kafka consumer group session: a member silent this long is evicted and its partitions move to the others (heartbeats every tenth of it); 1s to 30m, the brokers\' default bounds.', asDuration(SECOND, 30 * MINUTE)),
 
   // --- media (POST /2/media/upload, advertising creatives) ---
   mediaDir: setting('MEDIA_DIR', '', 'Directory of uploaded media bytes (only their metadata is in the store). Empty: DATA_DIR/media.', asString),
@@ -129,53 +185,73 @@ export const SETTINGS = {
   mediaFfmpeg: setting('MEDIA_FFMPEG', 'ffmpeg', 'ffmpeg executable used to extract a video\'s first frame as its default poster. Empty: no default poster.', asString),
 
   // --- operators ---
-  operatorToken: setting('OPERATOR_TOKEN', '', 'Bearer token of the operator API (/admin/*, used by the CLI). Empty: a random token is generated and stored in DATA_DIR/operator-token (embedded) or the admin API is closed (distributed).', asString),
+  operatorToken: setting('OPERATOR_TOKEN', '', 'Bearer token of the operator API (/admin/*, used by the CLI); a server refuses one shorter than 32 characters. Empty: a random token is generated and stored in DATA_DIR/operator-token (embedded) or the admin API is closed (distributed).', asString),
 
   // --- authentication ---
   oauthTimestampWindowS: setting('OAUTH_TIMESTAMP_WINDOW', '300', 'Accepted distance (seconds) of oauth_timestamp from the server clock.', asInt(1, 86400)),
-  requestTokenTtlMs: setting('OAUTH_REQUEST_TOKEN_TTL', '15m', 'Lifetime of an OAuth 1.0a request token.', asDuration),
-  bearerMinIntervalMs: setting('OAUTH2_TOKEN_MIN_INTERVAL', '0', 'Minimum time between two oauth2/token calls of one app; faster gets 403 code 99.', asDuration),
-  oauth2AccessTokenTtlMs: setting('OAUTH2_ACCESS_TOKEN_TTL', '2h', 'Lifetime of an OAuth 2.0 user-context access token.', asDuration),
-  oauth2RefreshTokenTtlMs: setting('OAUTH2_REFRESH_TOKEN_TTL', '180d', 'Lifetime of an OAuth 2.0 refresh token (issued with offline.access); each refresh rotates it.', asDuration),
-  oauth2CodeTtlMs: setting('OAUTH2_CODE_TTL', '30s', 'Lifetime of an OAuth 2.0 authorization code (single use).', asDuration),
+  requestTokenTtlMs: setting('OAUTH_REQUEST_TOKEN_TTL', '15m', 'Lifetime of an OAuth 1.0a request token.', asDuration(SECOND, TTL_MAX_MS)),
+  bearerMinIntervalMs: setting('OAUTH2_TOKEN_MIN_INTERVAL', '0', 'Minimum time between two oauth2/token calls of one app; faster gets 403 code 99.', asDuration(0, DAY)),
+  oauth2AccessTokenTtlMs: setting('OAUTH2_ACCESS_TOKEN_TTL', '2h', 'Lifetime of an OAuth 2.0 user-context access token.', asDuration(SECOND, TTL_MAX_MS)),
+  oauth2RefreshTokenTtlMs: setting('OAUTH2_REFRESH_TOKEN_TTL', '180d', 'Lifetime of an OAuth 2.0 refresh token (issued with offline.access); each refresh rotates it.', asDuration(SECOND, TTL_MAX_MS)),
+  oauth2CodeTtlMs: setting('OAUTH2_CODE_TTL', '30s', 'Lifetime of an OAuth 2.0 authorization code (single use).', asDuration(SECOND, TTL_MAX_MS)),
   oauth2AllowPlainPkce: setting('OAUTH2_ALLOW_PLAIN_PKCE', 'false', 'Accept code_challenge_method=plain (otherwise only S256).', asBool),
-  rateLimitWindowMs: setting('RATE_LIMIT_WINDOW', '15m', 'Length of a rate-limit window.', asDuration),
+  rateLimitWindowMs: setting('RATE_LIMIT_WINDOW', '15m', 'Length of a rate-limit window (1s to 30d).', asDuration(SECOND, 30 * DAY)),
   rateLimitDefault: setting('RATE_LIMIT_DEFAULT', '900', 'Requests per window per token and route family where the spec gives no figure.', asInt(1, 10_000_000)),
   rateLimits: setting('RATE_LIMITS', '', 'Per-family overrides, `family=limit[/window]` comma list (e.g. `webhooks=50/15m,with_total_count=200/15m`); families: services/common/ratelimit.ts.', asRateLimitOverrides),
-  signInSessionTtlMs: setting('OAUTH_SESSION_TTL', '14d', 'How long the sign-in page remembers a signed-in browser (oauth/authenticate then skips the password).', asDuration),
+  signInSessionTtlMs: setting('OAUTH_SESSION_TTL', '14d', 'How long the sign-in page remembers a signed-in browser (oauth/authenticate then skips the password).', asDuration(SECOND, TTL_MAX_MS)),
 
   // --- webhooks ---
   webhookAllowInsecure: setting('WEBHOOK_ALLOW_INSECURE', 'false', 'Development only: allow http, explicit ports and loopback/private webhook URLs.', asBool),
   webhookLimitPerApp: setting('WEBHOOK_LIMIT_PER_APP', '1', 'Webhooks per application.', asInt(1, 1000)),
-  webhookCrcIntervalMs: setting('WEBHOOK_CRC_INTERVAL', '1h', 'Period of the background CRC check of every webhook.', asDuration),
-  webhookTimeoutMs: setting('WEBHOOK_TIMEOUT', '10s', 'Timeout of a CRC request and of a delivery.', asDuration),
-  webhookRetrySchedule: setting('WEBHOOK_RETRY_SCHEDULE', '0,5s,5m,30m,2h,5h,10h,10h', 'Delays of the delivery retries (jitter is added).', asDurationList),
+  webhookCrcIntervalMs: setting('WEBHOOK_CRC_INTERVAL', '1h', 'Period of the background CRC check of every webhook (at least 100ms, at most 24.8 days).', asDuration(100, TIMER_MAX_MS)),
+  webhookTimeoutMs: setting('WEBHOOK_TIMEOUT', '10s', 'Timeout of a CRC request and of a delivery.', asDuration(1, TIMER_MAX_MS)),
+  webhookRetrySchedule: setting('WEBHOOK_RETRY_SCHEDULE', '0,5s,5m,30m,2h,5h,10h,10h', 'Delays of the delivery retries (jitter is added).', asDurationList(0, TIMER_MAX_MS)),
   webhookConcurrency: setting('WEBHOOK_CONCURRENCY', '8', 'Concurrent deliveries per webhook.', asInt(1, 1000)),
   webhookSubscriptionLimit: setting('WEBHOOK_SUBSCRIPTION_LIMIT', '5000', 'Account Activity user subscriptions per application, across its webhooks.', asInt(1, 10_000_000)),
-  webhookLogRetentionMs: setting('WEBHOOK_LOG_RETENTION', '7d', 'How long the delivery log keeps each delivery (inspection, re-send; replay reads the last 24 h of it).', asDuration),
+  webhookLogRetentionMs: setting('WEBHOOK_LOG_RETENTION', '7d', 'How long the delivery log keeps each delivery (inspection, re-send; replay reads the last 24 h of it).', asDuration(SECOND, TTL_MAX_MS)),
 
   // --- activity and stream ---
   subscriptionLimitPerApp: setting('SUBSCRIPTION_LIMIT_PER_APP', '1500', 'Activity subscriptions per application.', asInt(1, 10_000_000)),
   streamConnectionsPerApp: setting('STREAM_CONNECTIONS_PER_APP', '2', 'Concurrent stream connections per application.', asInt(1, 100_000)),
-  streamKeepAliveMs: setting('STREAM_KEEPALIVE', '20s', 'Interval of the \\r\\n keep-alive on idle streams.', asDuration),
+  streamKeepAliveMs: setting('STREAM_KEEPALIVE', '20s', 'Interval of the \\r\\n keep-alive on idle streams (at least 100ms, at most 24.8 days).', asDuration(100, TIMER_MAX_MS)),
   streamSlowReaderBytes: setting('STREAM_SLOW_READER_BYTES', '4194304', 'Unsent bytes after which a stream consumer is disconnected as SlowReader.', asInt(1024, 1024 * 1024 * 1024)),
-  streamBackfillMs: setting('STREAM_BACKFILL', '5m', 'How much recent activity each stream node keeps for backfill_minutes.', asDuration),
+  streamBackfillMs: setting('STREAM_BACKFILL', '5m', 'How much recent activity each stream node keeps for backfill_minutes.', asDuration(0, 30 * DAY)),
   streamBackfillMaxEvents: setting('STREAM_BACKFILL_MAX_EVENTS', '10000', 'Most recent deliveries each stream node keeps per application for backfill (memory bound).', asInt(0, 10_000_000)),
-  streamRegistryTtlMs: setting('STREAM_REGISTRY_TTL', '15s', 'Lifetime of a stream connection\'s entry in the shared registry; nodes renew it every third of it, so a dead node\'s connections stop counting against the limit after this.', asDuration),
+  streamRegistryTtlMs: setting('STREAM_REGISTRY_TTL', '15s', 'Lifetime of a stream connection\'s entry in the shared registry; nodes renew it every third of it, so a dead node\'s connections stop counting against the limit after this.', asDuration(SECOND, TIMER_MAX_MS)),
 
   // --- ads: catalog and audiences ---
   catalogImageCheck: setting('ADS_CATALOG_IMAGE_CHECK', 'fetch', 'How product images are checked: `fetch` downloads each new image URL and checks type, 500x500 px minimum and 5 MB maximum; `url` checks the URL only.', asEnum(['fetch', 'url'] as const)),
   catalogImageAllowPrivate: setting('ADS_CATALOG_IMAGE_ALLOW_PRIVATE', 'false', 'Development only: let the image check fetch loopback and private addresses.', asBool),
-  catalogImageTimeoutMs: setting('ADS_CATALOG_IMAGE_TIMEOUT', '5s', 'Timeout of one product image fetch.', asDuration),
-  productSetEvalIntervalMs: setting('ADS_PRODUCT_SET_EVAL_INTERVAL', '200ms', 'How often the product set evaluator looks for FILTERED sets to (re)compute.', asDuration),
-  insightsRetentionMs: setting('ADS_INSIGHTS_RETENTION', '30d', 'How long ingested posts stay in the keyword-insights corpus.', asDuration)
+  catalogImageTimeoutMs: setting('ADS_CATALOG_IMAGE_TIMEOUT', '5s', 'Timeout of one product image fetch.', asDuration(1, TIMER_MAX_MS)),
+  productSetEvalIntervalMs: setting('ADS_PRODUCT_SET_EVAL_INTERVAL', '200ms', 'How often the product set evaluator looks for FILTERED sets to (re)compute.', asDuration(10, TIMER_MAX_MS)),
+  insightsRetentionMs: setting('ADS_INSIGHTS_RETENTION', '30d', 'How long ingested posts stay in the keyword-insights corpus.', asDuration(SECOND, TTL_MAX_MS))
 } as const
 
 type SettingsTable = typeof SETTINGS
 export type Config = { readonly [K in keyof SettingsTable]: SettingsTable[K] extends Setting<infer T> ? T : never }
 
+export const OPERATOR_TOKEN_MIN_LENGTH = 32
+
+/**
+ * Rules for a process that serves the settings rather than presents them: the
+ * operator token a server accepts must be long enough not to be guessed. (The
+ * CLI reads the same variable only to send it; a wrong one is a 401 there.)
+ */
+function serverProblems(parsed: Record<string, unknown>): string[] {
+  const token = parsed.operatorToken
+  if (typeof token === 'string' && token !== '' && token.length < OPERATOR_TOKEN_MIN_LENGTH) {
+    return [`OPERATOR_TOKEN must be at least ${OPERATOR_TOKEN_MIN_LENGTH} characters, got ${token.length} (e.g. openssl rand -base64 32)`]
+  }
+  return []
+}
+
+export interface LoadOptions {
+  /** Also apply the rules of a serving process (every runMain entry). */
+  server?: boolean
+}
+
 /** Reads every setting from `env`; throws ConfigError listing every invalid variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}, options: LoadOptions = {}): Config {
   const out: Record<string, unknown> = {}
   const problems: string[] = []
   for (const [key, s] of Object.entries(SETTINGS) as Array<[string, Setting<unknown>]>) {
@@ -186,6 +262,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       problems.push((err as Error).message)
     }
   }
+  if (options.server) problems.push(...serverProblems(out))
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`)
   const config = { ...out, ...overrides } as Config
   if ((config.tlsCert === '') !== (config.tlsKey === '')) {

@@ -11,7 +11,7 @@ import type { ServiceDefinition } from './service'
 export async function runMain(name: string, services: ServiceDefinition[]): Promise<void> {
   let config
   try {
-    config = loadConfig()
+    config = loadConfig(process.env, {}, { server: true })
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${name}: refusing to start: ${err.message}\n`)
