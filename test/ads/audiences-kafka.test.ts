@@ -21,7 +21,8 @@ t.test('catalog and audiences with Kafka and Redis', async (t) => {
   // Image URLs are checked by form only here (ADS_CATALOG_IMAGE_CHECK=url); catalog.test.ts fetches them.
   const rt = await startTestRuntime(t, { services: [gatewayWithWorkers], bus, store, env: { ADS_CATALOG_IMAGE_CHECK: 'url', ADS_PRODUCT_SET_EVAL_INTERVAL: '50ms' } })
   const changes = await collectChanges(t, rt)
-  const owner = await createAdsIdentity(rt.ctx)
+  const owner = await createAdsIdentity(rt.ctx, { businessId: 'kafka-biz' })
+  const partner = await createAdsIdentity(rt.ctx, { businessId: 'kafka-biz' })
   const call = caller(rt, owner.id)
   const acct = owner.account.id
 
@@ -53,17 +54,39 @@ t.test('catalog and audiences with Kafka and Redis', async (t) => {
   const audienceId = res.json<{ data: Json }>().data.id as string
   res = await call('POST', `12/accounts/${acct}/custom_audiences/${audienceId}/users`, { json: [{ operation_type: 'Update', params: { users: [{ email: [sha256('k@example.com')] }] } }] })
   t.same(res.json<{ data: Json }>().data, { success_count: 1, total_count: 1 })
+  res = await call('POST', `5/accounts/${acct}/tailored_audiences/${audienceId}/permissions`, { query: { granted_account_id: partner.account.id, permission_level: 'READ_ONLY' } })
+  t.equal(res.status, 200)
+  const permissionId = res.json<{ data: Json }>().data.id as string
+  res = await call('DELETE', `5/accounts/${acct}/tailored_audiences/${audienceId}/permissions/${permissionId}`)
+  t.equal(res.status, 200)
   res = await call('DELETE', `12/accounts/${acct}/custom_audiences/${audienceId}`)
   t.equal(res.status, 200)
 
+  res = await call('POST', `12/accounts/${acct}/do_not_reach_lists`)
+  const dnrId = res.json<{ data: Json }>().data.id as string
+  res = await call('POST', `12/batch/accounts/${acct}/do_not_reach_lists/${dnrId}/users`, { json: [{ operation_type: 'Update', params: { users: [{ email: [sha256('d@example.com')] }] } }] })
+  t.same(res.json<{ data: Json[] }>().data, [{ success_count: 1, total_count: 1 }])
+  t.equal((await call('DELETE', `12/accounts/${acct}/do_not_reach_lists/${dnrId}`)).status, 200)
+
+  const ofEntity = (type: string, id: string) => changes.filter((c) => c.entity_type === type && c.entity_id === id).map((c) => c.change_type)
   const seen = await eventually(() => {
-    const catalog = changes.find((c) => c.entity_type === 'PRODUCT_CATALOG' && c.entity_id === catalogId)
-    const audience = changes.filter((c) => c.entity_type === 'CUSTOM_AUDIENCE' && c.entity_id === audienceId)
-    return catalog && audience.length === 3 ? { catalog, audience } : undefined
+    const catalog = ofEntity('PRODUCT_CATALOG', catalogId)
+    const audience = ofEntity('CUSTOM_AUDIENCE', audienceId)
+    const permission = ofEntity('TAILORED_AUDIENCE_PERMISSION', permissionId)
+    const dnr = ofEntity('DO_NOT_REACH_LIST', dnrId)
+    const products = changes.filter((c) => c.entity_type === 'PRODUCT' && c.account_id === `user:${owner.id.user.id}`).map((c) => `${c.entity_data.id as string}:${c.change_type}`)
+    const set = ofEntity('PRODUCT_SET', setId)
+    const done = catalog.length === 2 && audience.length === 3 && permission.length === 2 && dnr.length === 3 && products.length === 6 && set.includes('DELETE')
+    return done ? { catalog, audience, permission, dnr, products, set } : undefined
   }, 30_000, 100)
-  t.equal(seen.catalog.change_type, 'CREATE')
-  t.equal(seen.catalog.account_id, `user:${owner.id.user.id}`)
-  t.same(seen.audience.map((c) => c.change_type), ['CREATE', 'UPDATE', 'DELETE'], 'in order: one partition per account')
+  t.same(seen.catalog, ['CREATE', 'DELETE'])
+  t.equal(changes.find((c) => c.entity_type === 'PRODUCT_CATALOG')?.account_id, `user:${owner.id.user.id}`)
+  t.same(seen.audience, ['CREATE', 'UPDATE', 'DELETE'], 'in order: one partition per account')
+  t.same(seen.permission, ['CREATE', 'DELETE'], 'permission changes')
+  t.same(seen.dnr, ['CREATE', 'UPDATE', 'DELETE'], 'do-not-reach list changes')
+  t.same(seen.products, ['a:CREATE', 'b:CREATE', 'c:CREATE', 'a:DELETE', 'b:DELETE', 'c:DELETE'], 'product creates, then the deletes of the catalog deletion')
+  t.same(seen.set[0], 'CREATE')
+  t.same(seen.set[seen.set.length - 1], 'DELETE')
 
   // Insights consume activity.events from Kafka.
   const at = Date.now() - 60_000

@@ -494,3 +494,116 @@ t.test('catalog routes refuse unauthenticated and bearer calls', async (t) => {
   t.equal(res.status, 401)
   t.match(await res.json(), { errors: [{ code: 'UNAUTHORIZED_ACCESS' }] })
 })
+
+t.test('product sets list: count bounds, keyset pages across a deletion, forged cursors', async (t) => {
+  const { call, product } = await setup(t)
+  const cid = await newCatalog(call)
+  let res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: [product('only')] } })
+  const key = res.json<{ data: { products_response: ItemResult[] } }>().data.products_response[0]?.product_key as string
+  const ids: string[] = []
+  for (const name of ['s1', 's2', 's3']) {
+    res = await call('POST', `product_catalogs/${cid}/product_sets`, { json: { name, type: 'MANUAL', product_keys: [key] } })
+    ids.push(res.json<{ data: Json }>().data.id as string)
+  }
+  const list = (query: Record<string, string>): Promise<TestResponse> => call('GET', `product_catalogs/${cid}/product_sets`, { query })
+  for (const count of ['0', '101', 'x']) {
+    res = await list({ count })
+    t.equal(res.status, 400, `count=${count}`)
+    t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'count' })
+  }
+  res = await list({ count: '100' })
+  t.same(res.json<{ data: Json[] }>().data.map((s) => s.name), ['s1', 's2', 's3'], 'count=100 is the largest page')
+
+  res = await list({ count: '1' })
+  const first = res.json<{ data: Json[]; next_cursor: string }>()
+  t.same(first.data.map((s) => s.name), ['s1'])
+  t.equal((await call('DELETE', `product_catalogs/${cid}/product_sets/${ids[0]}`)).status, 200)
+  res = await list({ count: '1', cursor: first.next_cursor })
+  const second = res.json<{ data: Json[]; next_cursor: string }>()
+  t.same(second.data.map((s) => s.name), ['s2'], 'the set after the deleted one is not skipped')
+  res = await list({ count: '1', cursor: second.next_cursor })
+  t.same(res.json<{ data: Json[]; next_cursor: unknown }>().data.map((s) => s.name), ['s3'])
+  t.equal(res.json<{ next_cursor: unknown }>().next_cursor, null)
+
+  const forged = (c: unknown): string => Buffer.from(JSON.stringify(c)).toString('base64url')
+  for (const cursor of ['garbage', forged({ seq: 1, group: 'sets' }), forged({ seq: -1, group: 'sets', id: ids[1] }), forged({ seq: 1, group: '', id: ids[1] }), forged({ seq: 1, group: 'sets', id: 'x y' })]) {
+    res = await list({ cursor })
+    t.equal(res.status, 400, `cursor ${cursor.slice(0, 20)}`)
+    t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
+  }
+})
+
+t.test('inherited member names as product ids and filter attributes; impossible sale dates', async (t) => {
+  const { call, product } = await setup(t)
+  const cid = await newCatalog(call)
+  const names = ['constructor', 'toString', 'hasOwnProperty']
+  let res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: names.map((id) => product(id)) } })
+  t.same(res.json<{ data: { products_response: ItemResult[] } }>().data.products_response.map((r) => r.status), ['CREATE_SUCCESS', 'CREATE_SUCCESS', 'CREATE_SUCCESS'])
+  const keys = res.json<{ data: { products_response: ItemResult[] } }>().data.products_response.map((r) => r.product_key)
+  res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: names.map((id) => product(id, { title: `Changed ${id}` })) } })
+  const updated = res.json<{ data: { products_response: ItemResult[] } }>().data.products_response
+  t.same(updated.map((r) => r.status), ['UPDATE_SUCCESS', 'UPDATE_SUCCESS', 'UPDATE_SUCCESS'], 'the second batch finds each product by its own id')
+  t.same(updated.map((r) => r.product_key), keys)
+  res = await call('GET', `product_catalogs/${cid}/products`)
+  t.same(res.json<{ data: Json[] }>().data.map((p) => p.title), names.map((id) => `Changed ${id}`))
+
+  res = await call('POST', `product_catalogs/${cid}/product_sets`, { json: { name: 'x', type: 'FILTERED', filters: [{ attribute: 'constructor', operator: 'EQUAL_TO', value: 'y' }] } })
+  t.equal(res.status, 400)
+  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'filters[0].attribute' })
+
+  res = await call('PUT', `product_catalogs/${cid}/products`, {
+    json: { products: [product('sale', { sale_price: '10.00 USD', sale_price_effective_date: '2030-02-31T00:00+00:00/2030-03-05T00:00+00:00' })] }
+  })
+  const sale = res.json<{ data: { products_response: ItemResult[] } }>().data.products_response[0]
+  t.equal(sale?.status, 'ERROR', 'February 31st does not exist')
+  t.match(sale?.errors, [{ code: 'INVALID_PARAMETER', parameter: 'sale_price_effective_date' }])
+})
+
+t.test('deleting a catalog publishes a DELETE for each product and product set, then the catalog', async (t) => {
+  const { call, product, changes, owner } = await setup(t)
+  const cid = await newCatalog(call)
+  let res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: [product('p1', { price: '5.00 USD' }), product('p2', { price: '500.00 USD' })] } })
+  const keys = res.json<{ data: { products_response: ItemResult[] } }>().data.products_response.map((r) => r.product_key as string)
+  res = await call('POST', `product_catalogs/${cid}/product_sets`, { json: { name: 'manual', type: 'MANUAL', product_keys: keys } })
+  const manual = res.json<{ data: Json }>().data
+  res = await call('POST', `product_catalogs/${cid}/product_sets`, { json: { name: 'dear', type: 'FILTERED', filters: [{ attribute: 'price', operator: 'GREATER_THAN', value: '100.00 USD' }] } })
+  const filtered = res.json<{ data: Json }>().data
+  t.equal((await call('DELETE', `product_catalogs/${cid}`)).status, 200)
+
+  const deletes = await eventually(() => {
+    const catalogDelete = changes.findIndex((c) => c.entity_type === 'PRODUCT_CATALOG' && c.entity_id === cid && c.change_type === 'DELETE')
+    return catalogDelete >= 0 ? changes.slice(0, catalogDelete + 1).filter((c) => c.change_type === 'DELETE') : undefined
+  })
+  const productDeletes = deletes.filter((c) => c.entity_type === 'PRODUCT').map((c) => c.entity_id)
+  t.same([...productDeletes].sort(), [...keys].sort(), 'one DELETE per product')
+  const setDeletes = deletes.filter((c) => c.entity_type === 'PRODUCT_SET')
+  t.same(setDeletes.map((c) => c.entity_id).sort(), [manual.id, filtered.id].sort(), 'one DELETE per product set')
+  t.ok(deletes.every((c) => c.entity_data.deleted === true && c.account_id === `user:${owner.id.user.id}`), 'all under the owner scope, marked deleted')
+  t.equal(deletes[deletes.length - 1]?.entity_type, 'PRODUCT_CATALOG', 'the catalog last')
+})
+
+t.test('a write waiting for the lease after its catalog was deleted is 404 and leaves nothing behind', async (t) => {
+  const { rt, call, product } = await setup(t)
+  const cid = await newCatalog(call)
+  // The batch fetches its images after resolving the catalog and before taking the lease:
+  // this image host deletes the catalog right then, so the write reaches the lease with a stale catalog.
+  let deleteStatus = 0
+  const gate = http.createServer((req, res) => {
+    void (async () => {
+      deleteStatus = (await call('DELETE', `product_catalogs/${cid}`)).status
+      res.writeHead(200, { 'content-type': 'image/png' })
+      res.end(png(600, 600))
+    })()
+  })
+  await new Promise<void>((resolve) => gate.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => gate.close(() => resolve())))
+  const image = `http://127.0.0.1:${(gate.address() as AddressInfo).port}/gate.png`
+
+  const res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: [product('late', { image_link: image })] } })
+  t.equal(deleteStatus, 200, 'the catalog was deleted while the batch fetched its image')
+  t.equal(res.status, 404)
+  t.match(errorOf(res), { code: 'NOT_FOUND', parameter: 'product_catalog_id' })
+  let leftovers = 0
+  for await (const key of rt.ctx.store.scanPrefix(`ads:catalog:${cid}`)) if (!key.endsWith(':lock')) leftovers++
+  t.equal(leftovers, 0, 'no product of a deleted catalog was written')
+})
