@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { Store } from '../common/store/types'
+import { withLock } from './app-lock'
 import type { DeliveryEngine } from './delivery'
 import { WebhookKeys } from './keys'
 import { type ActivityEventMessage, eventTime } from './messages'
@@ -19,7 +20,7 @@ import type { Webhook, WebhookRegistry } from './registry'
  * activity subscriptions (signature, retries, dead letter, log, replay).
  */
 
-export type SubscribeResult = 'subscribed' | 'duplicate' | 'limit'
+export type SubscribeResult = 'subscribed' | 'duplicate' | 'limit' | 'gone'
 
 /** Account Activity message type per dotted event type (the public platform's names where it has one). */
 const MESSAGE_TYPES: Record<string, string> = {
@@ -89,14 +90,23 @@ export class AccountActivity {
     return counts.reduce((a, b) => a + b, 0)
   }
 
+  /**
+   * Subscribes the user unless already subscribed or the app is at its
+   * limit. The checks and the write hold the app's subscription lock, so
+   * concurrent subscribes (in any process) cannot overshoot the limit.
+   */
   async subscribe(webhook: Webhook, userId: string): Promise<SubscribeResult> {
-    if (await this.store.sismember(WebhookKeys.subscribers(webhook.id), userId)) return 'duplicate'
-    if ((await this.countForApp(webhook.app_id)) >= this.limitPerApp) return 'limit'
-    await this.store.batch([
-      { op: 'sadd', key: WebhookKeys.subscribers(webhook.id), members: [userId] },
-      { op: 'sadd', key: WebhookKeys.userWebhooks(userId), members: [webhook.id] }
-    ])
-    return 'subscribed'
+    return withLock(this.store, WebhookKeys.subscriptionLock(webhook.app_id), async () => {
+      if (await this.store.sismember(WebhookKeys.subscribers(webhook.id), userId)) return 'duplicate'
+      if ((await this.countForApp(webhook.app_id)) >= this.limitPerApp) return 'limit'
+      // Deleted meanwhile: a subscription must not outlive its webhook.
+      if (!(await this.store.exists(WebhookKeys.config(webhook.id)))) return 'gone'
+      await this.store.batch([
+        { op: 'sadd', key: WebhookKeys.subscribers(webhook.id), members: [userId] },
+        { op: 'sadd', key: WebhookKeys.userWebhooks(userId), members: [webhook.id] }
+      ])
+      return 'subscribed'
+    })
   }
 
   isSubscribed(webhookId: string, userId: string): Promise<boolean> {

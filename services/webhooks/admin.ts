@@ -3,7 +3,7 @@ import { Problems } from '../common/errors'
 import { operatorGuard, resolveOperatorToken } from '../common/operator'
 import type { WebhooksCore } from './core'
 import { DELIVERY_STATUSES, type DeliveryRecord, type DeliveryStatus } from './delivery-log'
-import { bodyValidationProblem, failure, webhookIdParam } from './problems'
+import { bodyValidationProblem, failure, webhookIdParam, webhookNotFound } from './problems'
 import type { Webhook } from './registry'
 import { checkWindow, parseReplayDate, ReplayConflictError } from './replay'
 
@@ -47,7 +47,7 @@ export async function registerAdminRoutes(app: FastifyInstance, core: WebhooksCo
   const webhookOf = async (request: FastifyRequest): Promise<Webhook> => {
     const id = webhookIdParam((request.params as Record<string, unknown>).webhook_id)
     const webhook = await core.registry.get(id)
-    if (!webhook) throw Problems.resourceNotFound('webhook_id', id, 'webhook')
+    if (!webhook) throw webhookNotFound(id)
     return webhook
   }
 
@@ -79,7 +79,8 @@ export async function registerAdminRoutes(app: FastifyInstance, core: WebhooksCo
     const w = await webhookOf(request)
     const deliveryId = String((request.params as Record<string, unknown>).delivery_id)
     const record = await core.deliveryLog.get(deliveryId)
-    if (!record || record.webhook_id !== w.id) throw Problems.resourceNotFound('delivery_id', deliveryId, 'delivery')
+    // Not a resource type of the public platform (resource-not-found allows user, tweet, media...): a plain 404 Problem.
+    if (!record || record.webhook_id !== w.id) throw Problems.generic(404, `No delivery with id [${deliveryId}] in the log of webhook ${w.id}.`)
     return { data: deliveryView(record, true) }
   })
 
@@ -123,7 +124,7 @@ export async function registerAdminRoutes(app: FastifyInstance, core: WebhooksCo
   app.get('/admin/webhooks/replay-jobs/:job_id', { preHandler: guard }, async (request) => {
     const jobId = String((request.params as Record<string, unknown>).job_id)
     const job = await core.replay.get(jobId)
-    if (!job) throw Problems.resourceNotFound('job_id', jobId, 'replay job')
+    if (!job) throw Problems.generic(404, `No replay job with id [${jobId}].`)
     return { data: job }
   })
 }

@@ -35,14 +35,22 @@ export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>
   const { config, store, bus, log } = ctx
   const policy: UrlPolicy = { allowInsecure: config.webhookAllowInsecure, ...policyOverride }
   const registry = new WebhookRegistry(store)
-  const client = new WebhookClient({ policy, timeoutMs: config.webhookTimeoutMs, connectionsPerOrigin: config.webhookConcurrency })
+  const client = new WebhookClient({ policy, timeoutMs: config.webhookTimeoutMs, connectionsPerLane: config.webhookConcurrency })
   const metrics = createMetrics(ctx.metrics, store)
-  const checker = new CrcChecker({ store, registry, client, metrics, log, intervalMs: config.webhookCrcIntervalMs })
   const deliveryLog = new DeliveryLog(store, config.webhookLogRetentionMs)
   const engine = new DeliveryEngine(
     { store, bus, registry, log: deliveryLog, client, metrics, logger: log },
     { schedule: config.webhookRetrySchedule, concurrency: config.webhookConcurrency, retentionMs: config.webhookLogRetentionMs }
   )
+  const checker = new CrcChecker({
+    store,
+    registry,
+    client,
+    metrics,
+    log,
+    intervalMs: config.webhookCrcIntervalMs,
+    onRevalidated: (webhookId) => engine.pullForward(webhookId)
+  })
   const accountActivity = new AccountActivity(store, registry, engine, config.webhookSubscriptionLimit, log)
   const replay = new ReplayRunner({ store, registry, log: deliveryLog, engine, metrics, logger: log, concurrency: Math.min(4, config.webhookConcurrency) })
   let closing: Promise<void> | undefined

@@ -77,6 +77,11 @@ export interface CrcDeps {
   metrics: WebhookMetrics
   log: Logger
   intervalMs: number
+  /**
+   * Called when a check passes on a webhook that was invalid (or disabled by
+   * a 410): the delivery engine makes its waiting deliveries due now.
+   */
+  onRevalidated?: (webhookId: string) => Promise<unknown>
 }
 
 export class CrcChecker {
@@ -104,7 +109,17 @@ export class CrcChecker {
     if (webhook && webhook.valid !== w.valid) {
       this.deps.log.info({ webhook_id: w.id, valid: webhook.valid, trigger, reason: webhook.invalid_reason }, 'webhook validity changed')
     }
+    if (webhook && result.result === 'pass' && (!w.valid || w.disabled_at !== undefined)) await this.revalidated(w.id)
     return { result, webhook }
+  }
+
+  /** Best effort: a failure here leaves the deliveries on their schedule, it does not fail the check. */
+  private async revalidated(webhookId: string): Promise<void> {
+    try {
+      await this.deps.onRevalidated?.(webhookId)
+    } catch (err) {
+      this.deps.log.warn({ err, webhook_id: webhookId }, 'could not bring the deliveries of a revalidated webhook forward')
+    }
   }
 
   /** One pass of the periodic check: every webhook whose turn has come, once across all processes. */

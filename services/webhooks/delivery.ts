@@ -34,6 +34,15 @@ import { SIGNATURE_HEADER, webhookSignature } from './signature'
  * 410 Gone disables the webhook. When the schedule is exhausted the delivery
  * goes to `webhook.dead-letter` and stays in the log as `failed`, where an
  * operator can re-send it.
+ *
+ * An invalid webhook's turns are skipped (each counts as a failed attempt);
+ * when a CRC passes again its pending deliveries are made due at once
+ * (`pullForward`) rather than left waiting for their next step.
+ *
+ * A delivery for a webhook that no longer exists (deleted, while activity
+ * subscriptions still name it) is a clean drop: nothing is stored, retried
+ * or dead-lettered, and it is counted as `webhook_deleted`. Deliveries
+ * already pending when the webhook was deleted end `cancelled`.
  */
 
 export interface NewDelivery {
@@ -148,9 +157,14 @@ export class DeliveryEngine {
   async accept(d: NewDelivery): Promise<AcceptResult> {
     const { store, registry } = this.deps
     const webhook = await registry.get(d.webhook_id)
-    if (!webhook || webhook.app_id !== d.app_id) {
+    if (!webhook) {
+      this.count('webhook_deleted')
+      this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, 'delivery for a deleted (or unknown) webhook dropped')
+      return 'dropped'
+    }
+    if (webhook.app_id !== d.app_id) {
       this.count('dropped')
-      this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, 'delivery for an unknown webhook dropped')
+      this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, "delivery naming another app's webhook dropped")
       return 'dropped'
     }
     const member = retryMember(d.webhook_id, d.delivery_id)
@@ -284,7 +298,7 @@ export class DeliveryEngine {
     const app = webhook ? await this.deps.store.getJson<App>(AuthKeys.app(record.app_id)) : undefined
     if (!webhook || !app || webhook.app_id !== record.app_id) {
       await this.finish(record, 'cancelled', { last_error: webhook ? 'the application was deleted' : 'the webhook was deleted' })
-      this.count('cancelled')
+      this.count(webhook ? 'cancelled' : 'webhook_deleted')
       return
     }
     if (webhook.disabled_at) {
@@ -304,11 +318,22 @@ export class DeliveryEngine {
   async post(webhook: Webhook, app: App, body: string): Promise<HttpOutcome> {
     const out = await this.deps.client.send('POST', webhook.url, {
       headers: { 'content-type': 'application/json', [SIGNATURE_HEADER]: webhookSignature(app.consumer_secret, body) },
-      body
+      body,
+      lane: webhook.id
     })
     const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
     this.deps.metrics.latency.observe({ result: ok ? 'success' : 'failure' }, out.ms / 1000)
     return out
+  }
+
+  /** 410 Gone (to a delivery or a replay): nothing more is sent until a CRC passes. */
+  async disableGone(webhookId: string, what: string): Promise<void> {
+    await this.deps.registry.update(webhookId, {
+      valid: false,
+      set: { disabled_at: new Date().toISOString(), invalid_reason: `Gone: ${what} was answered 410; a passing CRC (PUT /2/webhooks/{id}) re-enables it` }
+    })
+    this.deps.logger.warn({ webhook_id: webhookId }, `webhook answered 410 Gone to ${what}: disabled`)
+    this.count('gone')
   }
 
   private async settle(record: DeliveryRecord, webhook: Webhook, out: HttpOutcome): Promise<void> {
@@ -324,12 +349,7 @@ export class DeliveryEngine {
       record.attempts++
       record.last_attempt_at = now
       record.last_status = 410
-      await this.deps.registry.update(webhook.id, {
-        valid: false,
-        set: { disabled_at: now, invalid_reason: 'Gone: a delivery was answered 410; a passing CRC (PUT /2/webhooks/{id}) re-enables it' }
-      })
-      this.deps.logger.warn({ webhook_id: webhook.id }, 'webhook answered 410 Gone: disabled')
-      this.count('gone')
+      await this.disableGone(webhook.id, 'a delivery')
       await this.deadLetter(record, 'gone', { status: 410, error: 'the webhook answered 410 Gone' })
       return
     }
@@ -428,6 +448,34 @@ export class DeliveryEngine {
     const period = Math.min(1000, Math.max(25, Math.floor(shortest / 4)))
     this.scheduler = new PollingWorker('webhooks-retries', period, () => this.runDue(), this.deps.logger)
     return this.scheduler
+  }
+
+  /**
+   * Makes the webhook's pending deliveries due now; returns how many moved.
+   * Called when a CRC passes on a webhook that was invalid: its skipped
+   * deliveries would otherwise wait for their next step (up to 10 h).
+   * A delivery another process is attempting right now is left to it.
+   */
+  async pullForward(webhookId: string): Promise<number> {
+    const { store } = this.deps
+    const now = Date.now()
+    let moved = 0
+    for (const listed of await this.deps.log.list(webhookId, { status: 'pending' })) {
+      if (listed.next_attempt_at <= now) continue
+      const claim = WebhookKeys.claim(listed.delivery_id)
+      if (!(await store.setIfAbsent(claim, this.nodeId, this.leaseMs))) continue
+      try {
+        const record = await this.deps.log.get(listed.delivery_id)
+        if (!record || record.status !== 'pending' || record.next_attempt_at <= now) continue
+        record.next_attempt_at = now
+        await store.batch([this.saveOp(record), { op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, record.delivery_id) }])
+        moved++
+      } finally {
+        await store.del(claim)
+      }
+    }
+    if (moved > 0) this.scheduler?.poke()
+    return moved
   }
 
   /** Puts logged deliveries back on the schedule (operator re-send); returns how many. */

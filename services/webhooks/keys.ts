@@ -9,6 +9,8 @@ import { sha256Hex } from '../common/auth/records'
  *   webhooks:app:{app_id}           set of the app's webhook ids
  *   webhooks:all                    set of every webhook id
  *   webhooks:url:{app_id}:{sha256}  webhook id registered for that URL (duplicate check)
+ *   webhooks:limit-lock:{app_id}    held around "count the app's webhooks, insert one"
+ *   webhooks:subs-lock:{app_id}     held around "count the app's subscriptions, add one"
  *   webhooks:crc-schedule           zset webhook id -> next periodic CRC (ms)
  *   webhooks:crc-lock:{id}          one periodic CRC at a time per webhook across processes
  *   webhooks:subs:{webhook_id}      set of user ids subscribed (Account Activity)
@@ -26,6 +28,8 @@ export const WebhookKeys = {
   byApp: (appId: string) => `webhooks:app:${appId}`,
   all: () => 'webhooks:all',
   url: (appId: string, normalizedUrl: string) => `webhooks:url:${appId}:${sha256Hex(normalizedUrl)}`,
+  limitLock: (appId: string) => `webhooks:limit-lock:${appId}`,
+  subscriptionLock: (appId: string) => `webhooks:subs-lock:${appId}`,
   crcSchedule: () => 'webhooks:crc-schedule',
   crcLock: (id: string) => `webhooks:crc-lock:${id}`,
   subscribers: (webhookId: string) => `webhooks:subs:${webhookId}`,

@@ -14,8 +14,9 @@ export type DeliveryOutcome =
   | 'dead_lettered' // retries exhausted (or 410): webhook.dead-letter
   | 'gone' // 410: the webhook was disabled
   | 'skipped_invalid' // the webhook is invalid (CRC failing): counted as a failed attempt
-  | 'cancelled' // the webhook or its app was deleted
-  | 'dropped' // a delivery for an unknown webhook or one of another app
+  | 'cancelled' // the app was deleted while the delivery was pending
+  | 'webhook_deleted' // the webhook no longer exists (deleted): dropped, or a pending delivery cancelled
+  | 'dropped' // an unusable message, or a delivery naming another app's webhook
   | 'replayed' // a replay job re-delivered it
   | 'replay_failed'
 

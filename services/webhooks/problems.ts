@@ -43,12 +43,60 @@ export function webhookNotFound(id: string, parameter = 'webhook_id'): ProblemEr
   return failure('WebhookIdInvalid', parameter, id, `No webhook with id [${id}] is registered for this application.`)
 }
 
-/** Turns a body's schema violations into one invalid-request Problem, each message prefixed by `reasonFor(field)`. */
+/** Longest echo of an input value in a Problem; longer ones end with `…`. */
+export const ECHO_MAX_CHARS = 256
+/** Nesting shown in an echo; deeper arrays and objects appear as `[…]` / `{…}`. */
+const ECHO_MAX_DEPTH = 8
+
+/**
+ * A body value as the Problem's `parameters` echo it: strings as they are,
+ * anything else in a JSON-like form. Bounded in length and depth, so a huge
+ * or deeply nested value (String() of a 5000-deep array overflows the stack)
+ * still gets its 400, never a 500. The walk stops as soon as the budget is
+ * spent, whatever the size of the value.
+ */
+export function echoValue(value: unknown, maxChars = ECHO_MAX_CHARS): string {
+  if (typeof value === 'string') return capped(value, maxChars)
+  const parts: string[] = []
+  let used = 0
+  /** Appends `text`; false once the budget is spent (the walk then stops). */
+  const emit = (text: string): boolean => {
+    parts.push(text)
+    used += text.length
+    return used < maxChars
+  }
+  const walk = (v: unknown, depth: number): boolean => {
+    if (typeof v === 'string') return emit(JSON.stringify(capped(v, maxChars)))
+    if (v === null || typeof v !== 'object') return emit(String(v))
+    if (depth >= ECHO_MAX_DEPTH) return emit(Array.isArray(v) ? '[…]' : '{…}')
+    if (Array.isArray(v)) {
+      if (!emit('[')) return false
+      for (let i = 0; i < v.length; i++) if ((i > 0 && !emit(',')) || !walk(v[i], depth + 1)) return false
+      return emit(']')
+    }
+    if (!emit('{')) return false
+    let first = true
+    for (const key in v) {
+      if (!Object.hasOwn(v, key)) continue
+      if ((!first && !emit(',')) || !emit(`${JSON.stringify(capped(key, maxChars))}:`) || !walk((v as Record<string, unknown>)[key], depth + 1)) return false
+      first = false
+    }
+    return emit('}')
+  }
+  walk(value, 0)
+  return capped(parts.join(''), maxChars)
+}
+
+function capped(text: string, maxChars: number): string {
+  return text.length > maxChars ? `${text.slice(0, maxChars)}…` : text
+}
+
 /** What fastify attaches to `request.validationError` with `attachValidation`. */
 export interface ValidationFailure extends Error {
   validation?: FastifySchemaValidationError[]
 }
 
+/** Turns a body's schema violations into one invalid-request Problem, each message prefixed by `reasonFor(field)`. */
 export function bodyValidationProblem(err: ValidationFailure, body: unknown, reasonFor: (field: string) => Reason): ProblemError {
   const items = (err.validation ?? []).map((v) => {
     const params = v.params as Record<string, unknown>
@@ -64,7 +112,7 @@ export function bodyValidationProblem(err: ValidationFailure, body: unknown, rea
     else if (v.keyword === 'additionalProperties') text = `The \`${field}\` field is not allowed.`
     else if (field === 'body') text = 'The request body must be a JSON object.'
     else text = `The \`${field}\` field ${v.message ?? 'is invalid'}.`
-    return { message: `${reasonFor(field)}: ${text}`, parameters: { [field]: value === undefined ? [] : [String(value)] } }
+    return { message: `${reasonFor(field)}: ${text}`, parameters: { [field]: value === undefined ? [] : [echoValue(value)] } }
   })
   return Problems.invalidRequest(items.length > 0 ? items : [{ message: `${reasonFor('body')}: ${err.message}`, parameters: {} }])
 }

@@ -1,4 +1,5 @@
 import type { Store, StoreOp } from '../common/store/types'
+import { withLock } from './app-lock'
 import { WebhookKeys } from './keys'
 
 /**
@@ -37,9 +38,15 @@ export function publicView(w: Webhook): { id: string; url: string; valid: boolea
   return { id: w.id, url: w.url, valid: w.valid, created_at: w.created_at }
 }
 
-/** The form URLs are compared in for DuplicateUrlFailed (WHATWG serialisation: lower-case host, default port dropped). */
+/**
+ * The form URLs are stored and compared in for DuplicateUrlFailed: the
+ * WHATWG serialisation (lower-case host, default port dropped, whitespace
+ * trimmed) without the fragment, which never reaches the receiver.
+ */
 export function normalizeUrl(url: URL): string {
-  return url.href
+  const copy = new URL(url.href)
+  copy.hash = ''
+  return copy.href
 }
 
 function fromHash(h: Record<string, string>): Webhook | undefined {
@@ -107,6 +114,19 @@ export class WebhookRegistry {
   async releaseUrl(appId: string, urlKey: string, id: string): Promise<void> {
     const key = WebhookKeys.url(appId, urlKey)
     if ((await this.store.get(key)) === id) await this.store.del(key)
+  }
+
+  /**
+   * Inserts `w` unless its app already has `limit` webhooks; false when at
+   * the limit. Count and insert hold the app's limit lock, so concurrent
+   * creates (in any process) cannot overshoot.
+   */
+  async insertWithinLimit(w: Webhook, nextCrcAt: number, limit: number): Promise<boolean> {
+    return withLock(this.store, WebhookKeys.limitLock(w.app_id), async () => {
+      if ((await this.countByApp(w.app_id)) >= limit) return false
+      await this.insert(w, nextCrcAt)
+      return true
+    })
   }
 
   async insert(w: Webhook, nextCrcAt: number): Promise<void> {

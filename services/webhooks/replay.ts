@@ -13,6 +13,11 @@ import type { Webhook, WebhookRegistry } from './registry'
  * event of the window that was delivered or attempted, read from the
  * delivery log, then POST `{"replay_job_status":{...}}` to the webhook.
  *
+ * The webhook's state is re-read before every event: a webhook that turns
+ * invalid (a failing CRC), is disabled or deleted during the job stops it
+ * (Incomplete), and a 410 answer disables the webhook exactly as it does for
+ * a delivery. An invalid webhook is not sent the job status either.
+ *
  * One job per webhook at a time: a lock key holding the job id, kept alive
  * by a heartbeat while the job runs. A job whose process died loses its lock
  * after LOCK_TTL_MS; any process then closes it as Incomplete (and tells the
@@ -134,8 +139,10 @@ export class ReplayRunner {
       const worker = async (): Promise<void> => {
         while (!control.abort && next < records.length) {
           const record = records[next++] as DeliveryRecord
-          if (await this.redeliver(record)) delivered++
+          const result = await this.redeliver(record)
+          if (result === 'delivered') delivered++
           else failed++
+          if (result === 'stop') control.abort = true
         }
       }
       await Promise.all(Array.from({ length: Math.max(1, Math.min(this.deps.concurrency, records.length)) }, worker))
@@ -146,18 +153,24 @@ export class ReplayRunner {
     }
   }
 
-  private async redeliver(record: DeliveryRecord): Promise<boolean> {
+  /** One event again; `stop` when the webhook may be sent nothing more (gone, invalid, disabled, deleted). */
+  private async redeliver(record: DeliveryRecord): Promise<'delivered' | 'failed' | 'stop'> {
     const target = await this.target(record.webhook_id)
-    if (!target) return false
+    if (!target) return 'stop'
     const out = await this.deps.engine.post(target.webhook, target.app, record.body)
     const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
     this.deps.metrics.deliveries.inc({ outcome: ok ? 'replayed' : 'replay_failed' })
-    return ok
+    if (out.kind === 'response' && out.status === 410) {
+      await this.deps.engine.disableGone(record.webhook_id, 'a replayed event')
+      return 'stop'
+    }
+    return ok ? 'delivered' : 'failed'
   }
 
+  /** The webhook and its app, when the webhook exists and may be sent events now (valid, not disabled). */
   private async target(webhookId: string): Promise<{ webhook: Webhook; app: App } | undefined> {
     const webhook = await this.deps.registry.get(webhookId)
-    if (!webhook) return undefined
+    if (!webhook || !webhook.valid || webhook.disabled_at !== undefined) return undefined
     const app = await this.deps.store.getJson<App>(AuthKeys.app(webhook.app_id))
     return app ? { webhook, app } : undefined
   }
@@ -183,7 +196,10 @@ export class ReplayRunner {
         }
       }
       const out = await this.deps.engine.post(target.webhook, target.app, JSON.stringify(status))
-      if (out.kind === 'error' || out.status >= 300) this.deps.logger.warn({ job_id: job.job_id, webhook_id: job.webhook_id }, 'the webhook did not accept the replay job status')
+      if (out.kind === 'response' && out.status === 410) await this.deps.engine.disableGone(job.webhook_id, 'a replay job status')
+      else if (out.kind === 'error' || out.status >= 300) this.deps.logger.warn({ job_id: job.job_id, webhook_id: job.webhook_id }, 'the webhook did not accept the replay job status')
+    } else {
+      this.deps.logger.info({ job_id: job.job_id, webhook_id: job.webhook_id }, 'replay job status not sent: the webhook is invalid, disabled or deleted')
     }
     this.deps.logger.info({ job_id: job.job_id, webhook_id: job.webhook_id, state, ...counts }, 'replay job ended')
   }

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AuthContext } from '../common/auth/authenticate'
 import { Problems } from '../common/errors'
 import { newNumericId } from '../common/ids'
+import { LockBusyError } from './app-lock'
 import type { WebhooksCore } from './core'
 import { bodyValidationProblem, failure, type Reason, userIdParam, webhookIdParam, webhookNotFound } from './problems'
 import { normalizeUrl, publicView, type Webhook } from './registry'
@@ -42,6 +43,16 @@ async function ownedWebhook(core: WebhooksCore, request: FastifyRequest, paramet
   return webhook
 }
 
+/** Runs a step that holds an app lock; a lock that stayed taken is a 503 to retry, not a 500. */
+async function lockedOrBusy<T>(step: () => Promise<T>): Promise<T> {
+  try {
+    return await step()
+  } catch (err) {
+    if (err instanceof LockBusyError) throw Problems.generic(503, 'Another request of this application is updating the same limit; try again.')
+    throw err
+  }
+}
+
 /** `webhook_config.fields`: which WebhookConfig fields to return (all by default). */
 function requestedFields(raw: unknown): ReadonlyArray<(typeof CONFIG_FIELDS)[number]> {
   if (raw === undefined) return CONFIG_FIELDS
@@ -80,28 +91,28 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
       if (err instanceof UnsafeUrlError) throw reject('UrlValidationFailed', err.message)
       throw err
     }
+    // Stored, challenged and used from here on: the parsed form, never the raw input.
     const urlKey = normalizeUrl(parsed)
+    const limitReached = () => reject('WebhookLimitExceeded', `This application has reached its limit of ${config.webhookLimitPerApp} webhook(s).`)
     const existing = await core.registry.listByApp(auth.app.id)
     if (existing.some((w) => w.url_key === urlKey)) throw reject('DuplicateUrlFailed', 'A webhook is already registered by this application for this URL.')
-    if (existing.length >= config.webhookLimitPerApp) {
-      throw reject('WebhookLimitExceeded', `This application has reached its limit of ${config.webhookLimitPerApp} webhook(s).`)
-    }
+    // An early answer that spares a CRC; the authoritative check is the one made with the insert.
+    if (existing.length >= config.webhookLimitPerApp) throw limitReached()
 
     const id = newNumericId()
     if ((await core.registry.reserveUrl(auth.app.id, urlKey, id)) !== undefined) {
       throw reject('DuplicateUrlFailed', 'A webhook is already registered by this application for this URL.')
     }
     try {
-      const crc = await core.checker.challengeNew(url, auth.app.consumer_secret)
+      const crc = await core.checker.challengeNew(urlKey, auth.app.consumer_secret)
       if (crc.result !== 'pass') throw reject('CrcValidationFailed', crc.reason)
-      // Another create may have completed while the CRC ran.
-      if ((await core.registry.countByApp(auth.app.id)) >= config.webhookLimitPerApp) {
-        throw reject('WebhookLimitExceeded', `This application has reached its limit of ${config.webhookLimitPerApp} webhook(s).`)
-      }
       const now = Date.now()
       const at = new Date(now).toISOString()
-      const webhook: Webhook = { id, app_id: auth.app.id, url, url_key: urlKey, valid: true, created_at: at, last_crc_at: at, last_crc_ok_at: at }
-      await core.registry.insert(webhook, now + config.webhookCrcIntervalMs)
+      const webhook: Webhook = { id, app_id: auth.app.id, url: urlKey, url_key: urlKey, valid: true, created_at: at, last_crc_at: at, last_crc_ok_at: at }
+      // Another create (in any process) may have completed while the CRC ran: counted and inserted under the app's lock.
+      if (!(await lockedOrBusy(() => core.registry.insertWithinLimit(webhook, now + config.webhookCrcIntervalMs, config.webhookLimitPerApp)))) {
+        throw limitReached()
+      }
       request.log.info({ webhook_id: id, app_id: auth.app.id }, 'webhook registered')
       return { data: publicView(webhook) }
     } catch (err) {
@@ -125,6 +136,7 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
   app.delete('/2/webhooks/:webhook_id', { config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT } }, async (request) => {
     const webhook = await ownedWebhook(core, request)
     await core.registry.remove(webhook)
+    await core.client.forget(webhook.id)
     request.log.info({ webhook_id: webhook.id }, 'webhook deleted')
     return { data: { deleted: true } }
   })
@@ -172,7 +184,8 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
   app.post(aaaPath, { config: { auth: { schemes: ['oauth1-user', 'oauth2-user'], access: 'dm', scopes: AAA_SCOPES }, rateLimit: AAA_LIMIT } }, async (request) => {
     const userId = userOf(request)
     const webhook = await ownedWebhook(core, request)
-    const result = await core.accountActivity.subscribe(webhook, userId)
+    const result = await lockedOrBusy(() => core.accountActivity.subscribe(webhook, userId))
+    if (result === 'gone') throw webhookNotFound(webhook.id)
     if (result === 'duplicate') {
       throw failure('DuplicateSubscriptionFailed', 'webhook_id', webhook.id, `User ${userId} is already subscribed to webhook ${webhook.id}.`)
     }

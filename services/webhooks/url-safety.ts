@@ -94,21 +94,41 @@ function stripBrackets(host: string): string {
   return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host
 }
 
-/** The authority of an absolute URL exactly as written (before WHATWG normalisation drops a default port). */
-function rawAuthority(raw: string): string {
-  const m = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/([^/?#]*)/.exec(raw)
+/**
+ * The input as the WHATWG parser reads it: leading and trailing C0 controls
+ * and spaces stripped, ASCII tab and newline removed everywhere. The port
+ * check must look at these characters, not at the raw string, or forms the
+ * parser tolerates (" https://host:8443", "https://host:4\t43") slip past.
+ */
+function asParserReadsIt(raw: string): string {
+  // eslint-disable-next-line no-control-regex
+  return raw.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, '').replace(/[\t\n\r]/g, '')
+}
+
+/**
+ * The authority of an http(s) URL as written, before WHATWG normalisation
+ * drops a default port. For these (special) schemes the parser accepts any
+ * run of `/` and `\` after the scheme, or none at all (`https:host:8443`),
+ * and `\` ends the authority like `/`.
+ */
+function writtenAuthority(raw: string): string {
+  const m = /^[a-zA-Z][a-zA-Z0-9+.-]*:[/\\]*([^/\\?#]*)/.exec(asParserReadsIt(raw))
   return m?.[1] ?? ''
 }
 
-function hasExplicitPort(raw: string): boolean {
-  const authority = rawAuthority(raw).replace(/^.*@/, '')
-  if (authority.startsWith('[')) return /\]:/.test(authority)
-  return authority.includes(':')
+/** Whether the URL names a port, explicitly or through the authority as written (even an empty or default one). */
+function hasExplicitPort(raw: string, url: URL): boolean {
+  if (url.port !== '') return true
+  // The user info ends at the last `@` (the parser percent-encodes earlier ones).
+  const hostPort = writtenAuthority(raw).replace(/^.*@/, '')
+  if (hostPort.startsWith('[')) return /\]:/.test(hostPort)
+  return hostPort.includes(':')
 }
 
 /**
  * Syntactic rules: absolute http(s) URL, no credentials, and (unless
- * insecure) https without an explicit port. Returns the parsed URL.
+ * insecure) https without an explicit port. Returns the parsed URL without
+ * its fragment: callers store and use its `href`, never the raw input.
  */
 export function parseWebhookUrl(raw: string, allowInsecure: boolean): URL {
   let url: URL
@@ -121,7 +141,9 @@ export function parseWebhookUrl(raw: string, allowInsecure: boolean): URL {
   if (!allowInsecure && url.protocol !== 'https:') throw new UnsafeUrlError('The url must use https.')
   if (url.username !== '' || url.password !== '') throw new UnsafeUrlError('The url must not contain credentials.')
   if (url.hostname === '') throw new UnsafeUrlError('The url has no host.')
-  if (!allowInsecure && hasExplicitPort(raw)) throw new UnsafeUrlError('The url must not specify a port.')
+  if (!allowInsecure && hasExplicitPort(raw, url)) throw new UnsafeUrlError('The url must not specify a port.')
+  // The fragment never reaches the receiver, and two URLs that differ only in it are the same endpoint.
+  url.hash = ''
   return url
 }
 

@@ -51,13 +51,16 @@ export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
     await accountActivity.onEvent(v)
   }
 
-  const consumers: Consumer[] = []
-  try {
-    consumers.push(await ctx.bus.subscribe({ groupId: DELIVERY_GROUP, topics: [TOPICS.activityDeliveries], handler: onDelivery }))
-    consumers.push(await ctx.bus.subscribe({ groupId: ACCOUNT_ACTIVITY_GROUP, topics: [TOPICS.activityEvents], handler: onEvent }))
-  } catch (err) {
+  // Both groups join at once: on Kafka a join takes seconds (the group's rebalance delay), and they are independent.
+  const joined = await Promise.allSettled([
+    ctx.bus.subscribe({ groupId: DELIVERY_GROUP, topics: [TOPICS.activityDeliveries], handler: onDelivery }),
+    ctx.bus.subscribe({ groupId: ACCOUNT_ACTIVITY_GROUP, topics: [TOPICS.activityEvents], handler: onEvent })
+  ])
+  const consumers: Consumer[] = joined.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))
+  const refused = joined.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+  if (refused) {
     await Promise.allSettled(consumers.map((c) => c.close()))
-    throw err
+    throw refused.reason
   }
 
   const retries = engine.startScheduler()

@@ -3,19 +3,23 @@ import { RedisStore } from '../../services/common/store/redis'
 import { createLogger } from '../../services/common/logger'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { kafkaBus, startKafka, startRedis } from '../support/infra'
+import { runDeliveryCases } from './delivery-cases'
 import { collectDeadLetters, deliveryMessage, eventually, publishDeliveries, registerWebhook, startWebhooks } from './support'
 
 /**
  * The distributed set-up: the bus on a real Kafka-protocol cluster (librdkafka's
  * mock cluster, 3 brokers) and the state in a real Redis. The same delivery
- * rules as in embedded mode, then a restart of the service with retries
- * pending.
+ * rules as in embedded mode (delivery-cases.ts), then a restart of the
+ * service with retries pending.
  */
+
+const redisLog = () => createLogger('silent', 'redis-store')
+
 t.test('deliveries, retries, dead letters and a restart with the bus on Kafka and the store on Redis', async (t) => {
   const kafka = await startKafka(t)
   const redis = await startRedis(t)
   const env = { WEBHOOK_RETRY_SCHEDULE: '0,300ms,300ms' }
-  const open = () => RedisStore.connect(redis.url, createLogger('silent', 'redis-store'))
+  const open = () => RedisStore.connect(redis.url, redisLog())
 
   const rt1 = await startWebhooks(t, { bus: await kafkaBus(t, kafka, 'webhooks-kafka-1'), store: await open(), env, serviceName: 'webhooks' })
   const deadLetters = await collectDeadLetters(t, rt1)
@@ -46,4 +50,34 @@ t.test('deliveries, retries, dead letters and a restart with the bus on Kafka an
   t.pass('every pending retry happened after the restart')
   await eventually(async () => (await rt2.ctx.store.zcard(WebhookKeys.retries())) === 0, 10_000)
   t.equal(receiver.accepted.filter((p) => p.body.includes('pending')).length, 3, 'each delivered once')
+})
+
+t.test('the delivery rules with the bus on Kafka and the store on Redis', async (t) => {
+  const kafka = await startKafka(t)
+  const redis = await startRedis(t)
+  let started = 0
+  // One cluster and one redis-server for every case; each case gets its own Redis database (1..15), so
+  // its state (retry queue, log) is its own, and its own Kafka client. Deliveries and dead letters of
+  // earlier cases are committed or filtered by webhook id.
+  await runDeliveryCases(
+    t,
+    {
+      async start(tt, env = {}) {
+        started++
+        if (started > 15) throw new Error('more cases than Redis databases')
+        const store = await RedisStore.connect(`${redis.url}/${started}`, redisLog())
+        const bus = await kafkaBus(tt, kafka, `webhooks-kafka-case-${started}`)
+        return startWebhooks(tt, { bus, store, env, serviceName: 'webhooks' })
+      }
+    },
+    [
+      'a timeout is a failed attempt',
+      '410 Gone disables the webhook until a CRC passes',
+      'Retry-After on 429 and 503 is honoured',
+      'an invalid webhook receives nothing; a passing PUT brings its deliveries forward',
+      'at most WEBHOOK_CONCURRENCY deliveries are in flight per webhook',
+      'the cap belongs to each webhook: two on one origin both reach it, and a CRC does not queue behind them',
+      'deliveries for a deleted webhook are dropped cleanly: no record, retry or dead letter'
+    ]
+  )
 })

@@ -192,6 +192,52 @@ t.test('create failures carry the platform reasons', async (t) => {
   t.ok(metricValue(text, 'webhook_crc_checks_total', { trigger: 'create', result: 'transient' }) >= 2)
 })
 
+t.test('the normalised URL is stored and used; a fragment or whitespace does not make a second endpoint', async (t) => {
+  const rt = await startWebhooks(t, { env: { WEBHOOK_LIMIT_PER_APP: '5' } })
+  const id = await createIdentity(rt.ctx.store)
+  const receiver = await startReceiver(t, id.app.consumer_secret)
+  const create = (url: string) => bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
+  const upper = receiver.url.replace('http://', 'HTTP://')
+
+  const created = await create(` \t${upper}#first\n`)
+  t.equal(created.status, 200, created.text)
+  t.equal(created.json<{ data: { url: string } }>().data.url, receiver.url, 'the stored URL is the parsed href, trimmed, without its fragment')
+  const webhookId = created.json<{ data: { id: string } }>().data.id
+  t.equal((await rt.ctx.store.hgetall(WebhookKeys.config(webhookId))).url, receiver.url)
+  t.same((await bearerRequest('GET', `${rt.baseUrl}/2/webhooks`, id.bearer)).json<{ data: Array<{ url: string }> }>().data.map((w) => w.url), [receiver.url])
+
+  for (const same of [`${receiver.url}#other`, receiver.url, ` ${receiver.url}`, `${receiver.url}#`]) {
+    const dup = await create(same)
+    t.equal(dup.status, 400, JSON.stringify(same))
+    t.match(firstMessage(dup.json<Problem>()), /^DuplicateUrlFailed: /, JSON.stringify(same))
+  }
+  t.equal(receiver.crcCount, 1, 'no CRC for a duplicate')
+
+  // Deliveries and checks go to the stored URL (the receiver only sees the path, never a fragment).
+  t.equal((await bearerRequest('PUT', `${rt.baseUrl}/2/webhooks/${webhookId}`, id.bearer)).status, 200)
+  t.equal(receiver.crcCount, 2)
+})
+
+t.test('a deeply nested or huge unknown field is a 400 invalid-request, never a 500', async (t) => {
+  const rt = await startWebhooks(t)
+  const id = await createIdentity(rt.ctx.store)
+  // Written by hand: JSON.stringify itself overflows the stack on 5000 levels.
+  const deep = `${'['.repeat(5000)}${']'.repeat(5000)}`
+  const huge = JSON.stringify('x'.repeat(100_000))
+  for (const [name, extra] of [['deep', deep], ['huge', huge]] as const) {
+    const res = await fetch(`${rt.baseUrl}/2/webhooks`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${id.bearer}`, 'content-type': 'application/json' },
+      body: `{"url":"https://example.com/hook","extra":${extra}}`
+    })
+    const text = await res.text()
+    t.equal(res.status, 400, `${name}: ${text.slice(0, 200)}`)
+    // The shared JSON parser may refuse the nesting itself; either way the answer is an invalid-request Problem.
+    t.equal(openApiErrors('InvalidRequestProblem', JSON.parse(text)), undefined, name)
+    t.ok(text.length < 4096, `${name}: the echo is bounded (${text.length} bytes)`)
+  }
+})
+
 t.test('a TLS failure fails the CRC at once', async (t) => {
   const dir = tempDir(t, 'wh-tls-')
   const key = path.join(dir, 'key.pem')

@@ -2,6 +2,7 @@ import t from 'tap'
 import { accountActivityBody, accountActivityDeliveryId, messageTypeFor } from '../../services/webhooks/account-activity'
 import { CRC_GRACE_MS, crcUpdate } from '../../services/webhooks/crc'
 import { parseRetryAfter, withJitter } from '../../services/webhooks/delivery'
+import { bodyValidationProblem, ECHO_MAX_CHARS, echoValue } from '../../services/webhooks/problems'
 import type { Webhook } from '../../services/webhooks/registry'
 
 const HOUR = 3_600_000
@@ -76,4 +77,38 @@ t.test('Account Activity bodies', async (t) => {
   t.equal(a, accountActivityDeliveryId('1000000000000000001', '5'), 'the same (event, webhook) is the same delivery')
   t.not(a, accountActivityDeliveryId('1000000000000000001', '6'))
   t.match(a, /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+})
+
+function nestedArray(depth: number): unknown {
+  let v: unknown = []
+  for (let i = 0; i < depth; i++) v = [v]
+  return v
+}
+
+t.test('echoed body values are bounded in length and depth', async (t) => {
+  const deep = nestedArray(5000)
+  t.throws(() => String(deep), RangeError, 'sanity: String() of this value overflows the stack')
+  const shown = echoValue(deep)
+  t.ok(shown.length <= ECHO_MAX_CHARS + 1, `${shown.length} characters`)
+  t.match(shown, /^\[\[\[\[\[\[\[\[\[…\]/, 'the first levels, then an ellipsis')
+
+  let deepObject: Record<string, unknown> = {}
+  for (let i = 0; i < 5000; i++) deepObject = { a: deepObject }
+  t.match(echoValue(deepObject), /^\{"a":\{"a":/)
+  t.equal(echoValue('x'.repeat(10_000)), `${'x'.repeat(ECHO_MAX_CHARS)}…`, 'a long string is cut')
+  const wide = Array.from({ length: 1_000_000 }, (_, i) => i)
+  t.ok(echoValue(wide).length <= ECHO_MAX_CHARS + 1, 'a huge array is cut')
+  t.equal(echoValue({ n: 1, s: 'two', b: true, z: null, l: [1, 'x'] }), '{"n":1,"s":"two","b":true,"z":null,"l":[1,"x"]}')
+  t.equal(echoValue(42), '42')
+  t.equal(echoValue('plain'), 'plain', 'a string is echoed as it is')
+
+  // The Problem built from a schema violation on such a field: a 400, with the echo bounded.
+  const err = Object.assign(new Error('body must NOT have additional properties'), {
+    validation: [{ keyword: 'additionalProperties', instancePath: '', schemaPath: '#/additionalProperties', params: { additionalProperty: 'extra' }, message: 'must NOT have additional properties' }]
+  })
+  const problem = bodyValidationProblem(err, { url: 'https://example.com/hook', extra: deep }, () => 'UrlValidationFailed')
+  t.equal(problem.statusCode, 400)
+  const errors = (problem.extras as { errors: Array<{ message: string; parameters: Record<string, string[]> }> }).errors
+  t.match(errors[0]?.message, /^UrlValidationFailed: The `extra` field is not allowed/)
+  t.ok((errors[0]?.parameters.extra?.[0] ?? '').length <= ECHO_MAX_CHARS + 1)
 })

@@ -25,6 +25,8 @@ export interface Reply {
   body?: string
   /** Wait before answering (longer than WEBHOOK_TIMEOUT: a timeout). */
   delayMs?: number
+  /** Answer only once this settles: holds the request in flight until the test lets it go. */
+  release?: Promise<unknown>
 }
 
 export interface ReceivedPost {
@@ -35,6 +37,21 @@ export interface ReceivedPost {
   at: number
   /** Status this POST was answered with. */
   status: number
+  /** Request path (several webhooks can share one receiver). */
+  path: string
+  userAgent: string | undefined
+}
+
+/** A promise the test resolves itself (a barrier, or the release of held requests). */
+export interface Gate {
+  promise: Promise<void>
+  open(): void
+}
+
+export function gate(): Gate {
+  let open = (): void => undefined
+  const promise = new Promise<void>((resolve) => (open = resolve))
+  return { promise, open }
 }
 
 /** The receiver's own HMAC: independent of the service's signing code. */
@@ -51,11 +68,18 @@ function sameString(a: string, b: string): boolean {
 export class Receiver {
   crcMode: CrcMode = 'correct'
   crcCount = 0
+  /** User-Agent of every CRC request, in order. */
+  readonly crcUserAgents: Array<string | undefined> = []
+  /** When set, a CRC is answered only once the returned promise settles (`n` counts CRCs from 1). */
+  crcHold: ((n: number) => Promise<unknown>) | undefined
   /** How a POST is answered; `n` counts POSTs from 1. Default: 200. */
   onPost: (post: ReceivedPost, n: number) => Reply = () => ({ status: 200 })
   readonly posts: ReceivedPost[] = []
   inFlight = 0
   maxInFlight = 0
+  /** POSTs in flight and their maximum, per request path. */
+  readonly inFlightByPath = new Map<string, number>()
+  readonly maxInFlightByPath = new Map<string, number>()
   url = ''
   private readonly server: http.Server
   private readonly timers = new Set<NodeJS.Timeout>()
@@ -88,14 +112,25 @@ export class Receiver {
     req.on('data', (c: Buffer) => chunks.push(c))
     req.on('end', () => {
       const url = new URL(req.url ?? '/', 'http://receiver')
-      if (req.method === 'GET') this.answerCrc(url, res)
+      if (req.method === 'GET') this.answerCrc(url, req, res)
       else if (req.method === 'POST') this.answerPost(Buffer.concat(chunks).toString('utf8'), req, res)
       else res.writeHead(405).end()
     })
   }
 
-  private answerCrc(url: URL, res: http.ServerResponse): void {
-    this.crcCount++
+  private answerCrc(url: URL, req: http.IncomingMessage, res: http.ServerResponse): void {
+    const n = ++this.crcCount
+    this.crcUserAgents.push(req.headers['user-agent'])
+    const hold = this.crcHold?.(n)
+    if (hold) {
+      void hold.then(() => this.answerCrcNow(url, res))
+      return
+    }
+    this.answerCrcNow(url, res)
+  }
+
+  private answerCrcNow(url: URL, res: http.ServerResponse): void {
+    if (res.destroyed) return
     const token = url.searchParams.get('crc_token')
     if (token === null) {
       res.writeHead(400).end('missing crc_token')
@@ -128,19 +163,39 @@ export class Receiver {
       signature,
       signatureValid: signature !== undefined && sameString(signature, expectedSignature(this.secret, body)),
       at: Date.now(),
-      status: 0
+      status: 0,
+      path: new URL(req.url ?? '/', 'http://receiver').pathname,
+      userAgent: req.headers['user-agent']
     }
     this.posts.push(post)
     const reply = this.onPost(post, this.posts.length)
     post.status = reply.status ?? 200
-    this.inFlight++
-    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight)
+    this.countInFlight(post.path, +1)
     const finish = (): void => {
-      this.inFlight--
+      this.countInFlight(post.path, -1)
       if (!res.destroyed) res.writeHead(post.status, { 'content-type': 'application/json', ...(reply.headers ?? {}) }).end(reply.body ?? '{}')
     }
-    if (reply.delayMs) this.later(reply.delayMs, finish)
+    if (reply.release) void reply.release.then(() => (reply.delayMs ? this.later(reply.delayMs, finish) : finish()))
+    else if (reply.delayMs) this.later(reply.delayMs, finish)
     else finish()
+  }
+
+  private countInFlight(path: string, delta: number): void {
+    this.inFlight += delta
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight)
+    const now = (this.inFlightByPath.get(path) ?? 0) + delta
+    this.inFlightByPath.set(path, now)
+    this.maxInFlightByPath.set(path, Math.max(this.maxInFlightByPath.get(path) ?? 0, now))
+  }
+
+  /** POSTs to `path` in flight right now. */
+  inFlightAt(path: string): number {
+    return this.inFlightByPath.get(path) ?? 0
+  }
+
+  /** The receiver's URL with another path (a second webhook on the same origin). */
+  urlFor(pathname: string): string {
+    return new URL(pathname, this.url).href
   }
 
   async close(): Promise<void> {

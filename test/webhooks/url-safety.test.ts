@@ -30,6 +30,38 @@ t.test('URL rules: https, no explicit port, no credentials', async (t) => {
     ['/relative', /not a valid absolute URL/]
   ]
   for (const [url, why] of refusedSecure) t.throws(() => parseWebhookUrl(url, false), why, url)
+  t.equal(parseWebhookUrl('https://example.com/hook?x=1#frag', false).href, 'https://example.com/hook?x=1', 'the fragment is dropped')
+})
+
+// Forms the WHATWG parser tolerates: no or odd slashes after the scheme, backslashes, surrounding whitespace, tabs inside.
+const PORT_EVASIONS = [
+  'https:example.com:8443/hook',
+  'https:/example.com:8443/hook',
+  'https:\\\\example.com:8443/hook',
+  'https:\\example.com:443/hook',
+  'https:///example.com:443/hook',
+  ' https://example.com:8443/hook',
+  '\thttps://example.com:8443/hook',
+  ' \thttps://example.com:443/hook',
+  '\nhttps://example.com:443/hook \n',
+  'https://example.com:4\t43/hook',
+  'https://example.com\t:443/hook',
+  'HTTPS://EXAMPLE.COM:443/hook',
+  'https://example.com:/hook',
+  'https://[2606:4700::1111]:443/hook',
+  'https:[2606:4700::1111]:8443/hook'
+]
+
+t.test('no explicit port in any form the URL parser accepts', async (t) => {
+  for (const url of PORT_EVASIONS) {
+    t.doesNotThrow(() => new URL(url), `${JSON.stringify(url)} is a URL the parser accepts`)
+    t.throws(() => parseWebhookUrl(url, false), /must not specify a port/, JSON.stringify(url))
+  }
+  // The same odd forms without a port are fine, and come back normalised.
+  for (const url of ['https:example.com/hook', 'https:\\\\example.com/hook', ' https://example.com/hook\t', 'https://Example.COM/hook#x']) {
+    t.equal(parseWebhookUrl(url, false).href, 'https://example.com/hook', JSON.stringify(url))
+  }
+
   t.equal(parseWebhookUrl('https://example.com/hook?x=1', false).hostname, 'example.com')
   t.equal(parseWebhookUrl('https://[2606:4700::1111]/hook', false).hostname, '[2606:4700::1111]')
   // The development setting lifts scheme and port rules (but never allows other schemes or credentials).
@@ -69,7 +101,7 @@ t.test('every connection re-checks the address it connects to (DNS rebinding)', 
   const rebinding: Resolver = async () => (++lookups === 1 ? [{ address: '93.184.216.34', family: 4 }] : [{ address: '127.0.0.1', family: 4 }])
   const policy = { allowInsecure: false, resolve: rebinding }
   await checkWebhookUrl('https://rebind.example/hook', policy)
-  const client = new WebhookClient({ policy, timeoutMs: 2000, connectionsPerOrigin: 2 })
+  const client = new WebhookClient({ policy, timeoutMs: 2000, connectionsPerLane: 2 })
   t.teardown(() => client.close())
   // The port is explicit only so that, were the check missing, the request would reach the loopback server.
   const viaName = await client.send('POST', `http://rebind.example:${port}/hook`, { body: '{}' })
@@ -81,7 +113,7 @@ t.test('every connection re-checks the address it connects to (DNS rebinding)', 
   t.equal(hits, 0, 'no request reached the loopback server')
 
   // With the development setting the same loopback server is reachable.
-  const insecure = new WebhookClient({ policy: { allowInsecure: true }, timeoutMs: 2000, connectionsPerOrigin: 2 })
+  const insecure = new WebhookClient({ policy: { allowInsecure: true }, timeoutMs: 2000, connectionsPerLane: 2 })
   t.teardown(() => insecure.close())
   t.match(await insecure.send('POST', `http://127.0.0.1:${port}/hook`, { body: '{}' }), { kind: 'response', status: 200 })
   t.equal(hits, 1)
@@ -97,7 +129,8 @@ t.test('POST /2/webhooks refuses private targets unless WEBHOOK_ALLOW_INSECURE=t
     ['https://[::1]/hook', /^UrlValidationFailed: .*::1 is not a public address/],
     ['https://localhost/hook', /^UrlValidationFailed: .*localhost \((127\.0\.0\.1|::1)\) is not a public address/],
     ['http://example.com/hook', /^UrlValidationFailed: The url must use https/],
-    ['https://example.com:8443/hook', /^UrlValidationFailed: The url must not specify a port/]
+    ['https://example.com:8443/hook', /^UrlValidationFailed: The url must not specify a port/],
+    ...PORT_EVASIONS.map((url): [string, RegExp] => [url, /^UrlValidationFailed: The url must not specify a port/])
   ]
   for (const [url, message] of cases) {
     const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
