@@ -87,6 +87,8 @@ t.test('media library: add, read, search, update, delete', async (t) => {
   t.same(await search({ media_type: 'VIDEO' }), [])
   t.equal((await search({ media_type: 'IMAGE' })).length, 3)
   expectAdsError(t, await oauth1Request('GET', lib, id, { query: { q: '' } }), 400, 'INVALID_PARAMETER', 'q', 'empty q')
+  expectAdsError(t, await oauth1Request('GET', lib, id, { query: { q: '   ' } }), 400, 'INVALID_PARAMETER', 'q', 'blank q')
+  expectAdsError(t, await oauth1Request('GET', lib, id, { query: { q: ' -- ' } }), 400, 'INVALID_PARAMETER', 'q', 'q without a term')
   expectAdsError(t, await oauth1Request('GET', lib, id, { query: { q: 'q'.repeat(256) } }), 400, 'INVALID_PARAMETER', 'q', 'q of 256')
   expectAdsError(t, await oauth1Request('GET', lib, id, { query: { count: '51' } }), 400, 'INVALID_PARAMETER', 'count', 'count 51')
   expectAdsError(t, await oauth1Request('GET', lib, id, { query: { count: '0' } }), 400, 'INVALID_PARAMETER', 'count', 'count 0')
@@ -206,4 +208,24 @@ t.test('an account user granted access adds uploads of the account owner', async
   const key = await uploadKey(rt.baseUrl, owner, png(40, 40))
   const res = await addToLibrary(rt.baseUrl, manager, account, key)
   t.equal(res.status, 200, res.text)
+})
+
+t.test('GIFs take a title and a description, as the public update example does; images do not', async (t) => {
+  const rt = await startTestRuntime(t)
+  const { id, account } = await createAdsIdentity(rt.ctx)
+  const lib = `${rt.baseUrl}/12/accounts/${account.id}/media_library`
+  const gif = await uploadKey(rt.baseUrl, id, Media.create(t).gif(120, 80, 3), { category: 'tweet_gif' })
+  expectAdsError(t, await addToLibrary(rt.baseUrl, id, account, gif, { title: 't'.repeat(71) }), 400, 'INVALID_PARAMETER', 'title', 'GIF title 71')
+  const added = await addToLibrary(rt.baseUrl, id, account, gif, { title: 'cat GIF', description: 'in space' })
+  t.equal(added.status, 200, added.text)
+  t.match(added.json<{ data: LibraryObject }>().data, { media_type: 'GIF', media_category: 'TWEET_GIF', title: 'cat GIF', description: 'in space' })
+  const updated = await oauth1Request('PUT', `${lib}/${gif}`, id, { query: { title: 'dog GIF', description: '' } })
+  t.equal(updated.status, 200, updated.text)
+  t.match(updated.json<{ data: LibraryObject }>().data, { title: 'dog GIF', description: null })
+  t.match((await oauth1Request('GET', `${lib}/${gif}`, id)).json<{ data: LibraryObject }>().data, { title: 'dog GIF', description: null }, 'what was written is what reads show')
+  t.same((await oauth1Request('GET', lib, id, { query: { q: 'dog' } })).json<{ data: LibraryObject[] }>().data.map((e) => e.media_key), [gif], 'the title is searchable')
+  expectAdsError(t, await oauth1Request('PUT', `${lib}/${gif}`, id, { query: { poster_media_key: gif } }), 400, 'INVALID_PARAMETER', 'poster_media_key', 'a poster stays a video setting')
+
+  const image = await uploadKey(rt.baseUrl, id, png(40, 40))
+  expectAdsError(t, await addToLibrary(rt.baseUrl, id, account, image, { description: 'x' }), 400, 'INVALID_PARAMETER', 'description', 'description on an image')
 })

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
@@ -151,6 +152,14 @@ t.test('refusals name their parameter', async (t) => {
 
   const made = Media.create(t)
   invalidParameter(t, await upload(rt.baseUrl, id, made.gif(64, 64, 5), { category: 'tweet_image' }), 'media_category', /tweet_gif/, 'animated GIF as image')
+  // An animated WEBP (VP8X with the animation flag, ANMF frames) is refused as a still image, and it is no GIF either.
+  const animatedWebp = path.join(tempDir(t, 'anim-webp-'), 'anim.webp')
+  execFileSync('ffmpeg', ['-nostdin', '-v', 'error', '-y', '-f', 'lavfi', '-i', 'testsrc=size=64x48:rate=10', '-frames:v', '3', '-loop', '0', animatedWebp], { stdio: 'ignore', timeout: 30_000 })
+  const animated = fs.readFileSync(animatedWebp)
+  t.equal(animated.toString('latin1', 12, 16), 'VP8X', 'ffmpeg wrote an extended (animated) WEBP')
+  invalidParameter(t, await upload(rt.baseUrl, id, animated, { category: 'tweet_image' }), 'media', /animated WEBP cannot be uploaded as tweet_image/, 'animated WEBP as image')
+  invalidParameter(t, await upload(rt.baseUrl, id, animated), 'media', /animated WEBP/, 'animated WEBP with no category')
+  invalidParameter(t, await upload(rt.baseUrl, id, animated, { category: 'tweet_gif' }), 'media_category', /takes a GIF file/, 'animated WEBP as GIF')
   invalidParameter(t, await upload(rt.baseUrl, id, made.mp4(1920, 1080, 1), { category: 'tweet_video' }), 'media', /1280x1024/, '1080p video')
   invalidParameter(t, await upload(rt.baseUrl, id, made.mp4(640, 360, 0.3), { category: 'tweet_video' }), 'media', /0\.5 s/, 'video too short')
   invalidParameter(t, await upload(rt.baseUrl, id, made.mp4(960, 160, 1), { category: 'tweet_video' }), 'media', /1:3 to 3:1/, 'video too wide')

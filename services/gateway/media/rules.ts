@@ -84,6 +84,8 @@ export function checkMedia(category: MediaCategory, info: Inspection, size: numb
     case 'IMAGE': {
       if (info.format === 'mp4') return { parameter: 'media_category', message: `A video cannot be uploaded as ${name}; use tweet_video or amplify_video.` }
       if (info.format === 'gif' && info.animated) return { parameter: 'media_category', message: `An animated GIF cannot be uploaded as ${name}; use tweet_gif.` }
+      // The platform takes animations only as GIFs (tweet_gif); an animated WEBP (VP8X animation flag) is no still image.
+      if (info.animated) return { parameter: 'media', message: `An animated ${info.format.toUpperCase()} cannot be uploaded as ${name}: animations are accepted as GIF files (tweet_gif).` }
       if (size > LIMITS.imageBytes) return { parameter: 'media', message: `Image of ${size} bytes exceeds the ${mb(LIMITS.imageBytes)} limit of ${name}.` }
       if (info.width > LIMITS.imageMaxSide || info.height > LIMITS.imageMaxSide) {
         return { parameter: 'media', message: `Image of ${info.width}x${info.height} exceeds ${LIMITS.imageMaxSide}x${LIMITS.imageMaxSide} pixels.` }

@@ -108,14 +108,20 @@ async function chosenPoster(ctx: ServiceContext, account: Account, callerId: str
   return { poster_media_key: poster.media_key, poster_file: poster.file }
 }
 
-/** name / file_name / title / description as given; title and description only for videos. */
+/**
+ * name / file_name / title / description as given. Title and description
+ * are the headline and text under a video or GIF: the public reference
+ * notes them "for videos" yet its own update example sets both on a
+ * TWEET_GIF, and GIF reads carry them, so they are accepted for both and
+ * refused for images, which never render them.
+ */
 function readLabels(p: Params, mediaType: MediaType): Partial<Pick<LibraryEntity, 'name' | 'file_name' | 'title' | 'description'>> {
   const out: Partial<Pick<LibraryEntity, 'name' | 'file_name' | 'title' | 'description'>> = {}
   const limits = { name: 100, file_name: 255, title: 70, description: 200 } as const
   for (const field of ['name', 'file_name', 'title', 'description'] as const) {
     if (!p.has(field)) continue
-    if ((field === 'title' || field === 'description') && mediaType !== 'VIDEO') {
-      throw Ads.invalid(field, `${field} can only be used with videos; media is ${mediaType}`)
+    if ((field === 'title' || field === 'description') && mediaType === 'IMAGE') {
+      throw Ads.invalid(field, `${field} can only be used with videos and GIFs; media is ${mediaType}`)
     }
     out[field] = p.isEmpty(field) ? null : (p.string(field, { max: limits[field] }) ?? null)
   }
@@ -183,9 +189,13 @@ async function deleteFromLibrary(repos: CreativeRepos, accountId: string, key: s
   return deleted
 }
 
+/** The words of a text as `q` matches them: lowercase runs of letters and digits. */
+function words(s: string | null): string[] {
+  return (s ?? '').toLowerCase().split(/[^\p{L}\p{N}]+/u).filter(Boolean)
+}
+
 /** Case-insensitive term match: every term of `q` is a word of name, title, file_name or description. */
 export function matchesTerms(e: Pick<LibraryEntity, 'name' | 'title' | 'file_name' | 'description'>, q: string): boolean {
-  const words = (s: string | null): string[] => (s ?? '').toLowerCase().split(/[^\p{L}\p{N}]+/u).filter(Boolean)
   const terms = words(q)
   if (terms.length === 0) return false
   const have = new Set([...words(e.name), ...words(e.title), ...words(e.file_name), ...words(e.description)])
@@ -203,6 +213,8 @@ export function registerLibraryRoutes(app: FastifyInstance, ctx: ServiceContext,
     const mediaType = p.enumOf('media_type', MEDIA_TYPES)
     if (p.raw('q') === '') throw Ads.invalid('q', 'q must be 1 to 255 characters')
     const q = p.string('q', { min: 1, max: 255 })
+    // A q of blanks or punctuation has no term to match: refused rather than answered with an empty page.
+    if (q !== undefined && words(q).length === 0) throw Ads.invalid('q', 'q must contain at least one term (letters or digits) to match')
     let items = await repos.library.list(account.id)
     if (mediaType) items = items.filter((e) => e.media_type === mediaType)
     if (q !== undefined) items = items.filter((e) => matchesTerms(e, q))
