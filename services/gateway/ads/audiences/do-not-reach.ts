@@ -7,7 +7,7 @@ import { type AdsEntity, EntityRepo, publishEntityChange } from '../entities'
 import { withLock } from '../catalog/lock'
 import { MIN_TARGETABLE_SIZE } from './audiences'
 import { Membership } from './membership'
-import { runUpload, UPLOAD_RATE_LIMITS } from './upload-routes'
+import { requireFullyApplied, runUpload, UPLOAD_RATE_LIMITS, uploadCounts } from './upload-routes'
 import { DO_NOT_REACH_RULES, MAX_UPLOAD_BODY_BYTES } from './uploads'
 
 /**
@@ -146,7 +146,8 @@ export async function registerDoNotReachRoutes(app: FastifyInstance, ctx: Servic
         changes: before.list_size === after.list_size ? {} : { list_size: { old: before.list_size, new: after.list_size } },
         entity_data: { ...after }
       })
-      const data = outcome.plan.counts.map((n) => ({ success_count: n, total_count: n }))
+      requireFullyApplied(ctx, outcome, `do-not-reach list ${list.id}`)
+      const data = uploadCounts(outcome).perOperation
       const echo = outcome.plan.echo.map((e) => ({ params: { account_id: account.id, do_not_reach_list_id: list.id, ...e.params }, operation_type: e.operation_type }))
       return reply.header('x-current-api-version', ADS_API_VERSION).type('application/json; charset=utf-8').send({ data, request: echo })
     }

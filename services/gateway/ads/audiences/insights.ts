@@ -192,7 +192,7 @@ export function readInsightsQuery(p: Params, now = Date.now()): InsightsQuery {
 }
 
 export async function registerInsightsRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
-  app.get('/12/insights/keywords/search', { config: { auth: ADS_AUTH } }, async (request, reply) => {
+  app.get('/12/insights/keywords/search', { config: { auth: ADS_AUTH, adsListParams: ['keywords', 'negative_keywords'] } }, async (request, reply) => {
     const query = readInsightsQuery(Params.query(request))
     const result = await computeInsights(ctx, query)
     return sendData(request, reply, result, 'keyword_insights')

@@ -85,8 +85,13 @@ export class Membership {
     return `${this.base}lock`
   }
 
-  /** Applies every operation atomically; returns the number of user objects processed. */
-  async apply(operations: MembershipOperation[], now = Date.now()): Promise<number> {
+  /**
+   * Applies every operation atomically. Returns, per operation, the number of
+   * its user objects whose planned state is really in the store afterwards
+   * (read back under the lease): the upload's success counts come from this,
+   * not from the input, so a write that did not fully land shows as a mismatch.
+   */
+  async apply(operations: MembershipOperation[], now = Date.now()): Promise<number[]> {
     return withLock(this.store, this.lock, async () => {
       await this.purgeExpired(now)
       const identifiers = [...new Set(operations.flatMap((o) => o.users.flat()))]
@@ -100,7 +105,6 @@ export class Membership {
       const original = new Set(knownMembers.filter((m) => records.get(m)))
       const wasPending = new Set(knownMembers.filter((m) => (records.get(m)?.effective_at ?? 0) > now))
       const touchedIdents = new Set<string>()
-      let processed = 0
 
       const removeMember = (member: string): void => {
         const r = records.get(member)
@@ -114,7 +118,6 @@ export class Membership {
 
       for (const op of operations) {
         for (const user of op.users) {
-          processed++
           const members = [...new Set(user.map((id) => identMap.get(id)).filter((m): m is string => typeof m === 'string' && records.get(m) != null))]
           if (op.type === 'Delete') {
             for (const m of members) removeMember(m)
@@ -158,8 +161,31 @@ export class Membership {
       if (delta !== 0) ops.push({ op: 'incr', key: this.count, by: delta })
       ops.push({ op: 'incr', key: this.uploads, by: 1 })
       await this.store.batch(ops)
-      return processed
+      return this.appliedCounts(operations, identMap, records)
     })
+  }
+
+  /**
+   * Per operation, how many of its users the store now holds as planned:
+   * each of their identifiers belongs to the planned live member (or, after
+   * a Delete, to no live member), reading identifiers and records back.
+   */
+  private async appliedCounts(operations: MembershipOperation[], identMap: Map<string, string | null>, records: Map<string, MemberRecord | null>): Promise<number[]> {
+    const identifiers = [...identMap.keys()]
+    const stored = await this.store.mget(identifiers.map((i) => this.ident(i)))
+    const storedMember = new Map(identifiers.map((id, n) => [id, stored[n] ?? null]))
+    const members = [...new Set([...identMap.values(), ...storedMember.values()].filter((m): m is string => m !== null))]
+    const recs = await this.store.mget(members.map((m) => this.rec(m)))
+    const hasRecord = new Set(members.filter((_, n) => recs[n] !== undefined))
+    const plannedLive = (id: string): string | null => {
+      const m = identMap.get(id) ?? null
+      return m !== null && records.get(m) ? m : null
+    }
+    const storedLive = (id: string): string | null => {
+      const m = storedMember.get(id) ?? null
+      return m !== null && hasRecord.has(m) ? m : null
+    }
+    return operations.map((op) => op.users.filter((user) => user.every((id) => plannedLive(id) === storedLive(id))).length)
   }
 
   /** Removes members whose expires_at passed. */

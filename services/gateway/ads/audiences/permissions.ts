@@ -100,7 +100,7 @@ export async function registerPermissionRoutes(app: FastifyInstance, ctx: Servic
   const repo = permissionRepo(ctx)
 
   for (const flavor of FLAVORS) {
-    app.get(flavor.base, route, async (request, reply) => {
+    app.get(flavor.base, { config: { auth: ADS_AUTH, adsListParams: ['granted_account_ids', flavor.idsFilter] } }, async (request, reply) => {
       const p = Params.query(request)
       const opts = listOptions(p, { countDefault: 200, countMin: 1, countMax: 1000, sortable: ['created_at', 'updated_at', 'id', 'granted_account_id', 'permission_level'] })
       const granted = p.list('granted_account_ids', { max: MAX_FILTER_IDS, itemPattern: ACCOUNT_ID })

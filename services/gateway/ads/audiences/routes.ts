@@ -10,7 +10,7 @@ import { registerDoNotReachRoutes } from './do-not-reach'
 import { registerInsightsRoutes } from './insights'
 import { registerPermissionRoutes } from './permissions'
 import { registerTargetedRoutes } from './targeted'
-import { pathEcho, runUpload, UPLOAD_RATE_LIMITS } from './upload-routes'
+import { pathEcho, requireFullyApplied, runUpload, UPLOAD_RATE_LIMITS, uploadCounts } from './upload-routes'
 import { CUSTOM_AUDIENCE_RULES, MAX_UPLOAD_BODY_BYTES } from './uploads'
 
 /**
@@ -44,7 +44,7 @@ export async function registerAudienceRoutes(app: FastifyInstance, ctx: ServiceC
   const route = { config: { auth: ADS_AUTH } }
   const repo = audienceRepo(ctx)
 
-  app.get('/12/accounts/:account_id/custom_audiences', route, async (request, reply) => {
+  app.get('/12/accounts/:account_id/custom_audiences', { config: { auth: ADS_AUTH, adsListParams: ['custom_audience_ids'] } }, async (request, reply) => {
     const p = Params.query(request)
     const opts = listOptions(p, { countDefault: 200, countMin: 1, countMax: 1000, sortable: ['created_at', 'updated_at', 'name', 'id'] })
     const scope = p.enumOf('permission_scope', ['OWNER', 'SHARED'] as const) ?? 'OWNER'
@@ -136,12 +136,12 @@ export async function registerAudienceRoutes(app: FastifyInstance, ctx: ServiceC
       changes: before.audience_size === after.audience_size ? {} : { audience_size: { old: before.audience_size, new: after.audience_size } },
       entity_data: { ...after }
     })
-    const total = outcome.plan.counts.reduce((a, b) => a + b, 0)
-    if (outcome.processed !== total) ctx.log.error({ processed: outcome.processed, total }, 'upload processed a different number of records than sent')
+    requireFullyApplied(ctx, outcome, `custom audience ${access.audience.id}`)
+    const { success, total } = uploadCounts(outcome)
     return reply
       .header('x-current-api-version', ADS_API_VERSION)
       .type('application/json; charset=utf-8')
-      .send({ request: pathEcho(request), data: { success_count: outcome.processed, total_count: total }, data_type: 'custom_audience_users' })
+      .send({ request: pathEcho(request), data: { success_count: success, total_count: total }, data_type: 'custom_audience_users' })
   })
 
   await registerPermissionRoutes(app, ctx)

@@ -160,9 +160,26 @@ export async function targetedEntries(ctx: ServiceContext, accountId: string, au
     entry.line_items.push({ id: li.id, name: li.name, servable: isServable })
     byCampaign.set(li.campaign_id, entry)
   }
-  const out = [...byCampaign.values()].sort((a, b) => a.campaign_id.localeCompare(b.campaign_id))
-  for (const e of out) e.line_items.sort((a, b) => a.id.localeCompare(b.id))
+  const out = [...byCampaign.values()].sort((a, b) => byId(a.campaign_id, b.campaign_id))
+  for (const e of out) e.line_items.sort((a, b) => byId(a.id, b.id))
   return out
+}
+
+/** Code-unit order of ids: the listing's order and the cursor's comparison must be the same total order. */
+function byId(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0
+}
+
+const CAMPAIGN_CURSOR = /^c:([0-9A-Za-z_-]{1,64})$/
+
+function encodeTargetedCursor(campaignId: string): string {
+  return Buffer.from(`c:${campaignId}`).toString('base64url')
+}
+
+function decodeTargetedCursor(cursor: string): string {
+  const m = /^[A-Za-z0-9_-]+$/.test(cursor) ? CAMPAIGN_CURSOR.exec(Buffer.from(cursor, 'base64url').toString('utf8')) : null
+  if (!m) throw Ads.invalid('cursor', `Invalid cursor "${cursor.slice(0, 60)}"`)
+  return m[1] as string
 }
 
 export async function registerTargetedRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
@@ -174,14 +191,12 @@ export async function registerTargetedRoutes(app: FastifyInstance, ctx: ServiceC
     const account = await requireAccount(ctx, request, path.account_id ?? '')
     const access = await requireAudience(ctx, account.id, path.custom_audience_id ?? '')
     const entries = await targetedEntries(ctx, account.id, access.audience.id, withActive)
-    let offset = 0
-    if (cursor !== undefined) {
-      const m = /^c(\d{1,9})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'))
-      if (!m) throw Ads.invalid('cursor', `Invalid cursor "${cursor.slice(0, 60)}"`)
-      offset = Number(m[1])
-    }
-    const data = entries.slice(offset, offset + PAGE)
-    const next = offset + PAGE < entries.length ? Buffer.from(`c${offset + PAGE}`).toString('base64url') : null
+    // Keyset: the page resumes after the last campaign served, whatever was removed in between.
+    const after = cursor === undefined ? undefined : decodeTargetedCursor(cursor)
+    const rest = after === undefined ? entries : entries.filter((e) => byId(e.campaign_id, after) > 0)
+    const data = rest.slice(0, PAGE)
+    const last = data[data.length - 1]
+    const next = rest.length > PAGE && last ? encodeTargetedCursor(last.campaign_id) : null
     return sendData(request, reply, data, 'targeted_audience', { next_cursor: next })
   })
 }

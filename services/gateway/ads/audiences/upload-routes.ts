@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
+import { AdsError } from '../../../common/errors'
 import { adsRequestParams } from '../../../common/http'
 import { ADS_API_VERSION, requireJsonBody } from '../conventions'
 import type { Membership } from './membership'
@@ -10,8 +11,8 @@ import { checkBatchShape, type UploadPlan, type UploadRules, validateUpload } fr
  * `rateLimit` family, see UPLOAD_RATE_LIMITS): JSON array shape
  * (request-level `errors`), per-operation validation (`operation_errors`,
  * indexed like the input), then one atomic application to the membership.
- * The counts returned are the records processed, which equal the records
- * sent: a client seeing anything else must treat the request as failed.
+ * The success counts are the records the store really holds afterwards;
+ * any difference from the records sent is answered as an error to retry.
  */
 
 /**
@@ -26,7 +27,31 @@ export const UPLOAD_RATE_LIMITS = {
 
 export interface UploadOutcome {
   plan: UploadPlan
-  processed: number
+  /** Per operation, the user objects the store really holds as planned after the write (Membership.apply). */
+  applied: number[]
+}
+
+/** Records sent and records applied, per operation and in total. */
+export function uploadCounts(outcome: UploadOutcome): { perOperation: Array<{ success_count: number; total_count: number }>; success: number; total: number } {
+  const perOperation = outcome.plan.counts.map((total, i) => ({ success_count: outcome.applied[i] ?? 0, total_count: total }))
+  return {
+    perOperation,
+    success: perOperation.reduce((a, c) => a + c.success_count, 0),
+    total: perOperation.reduce((a, c) => a + c.total_count, 0)
+  }
+}
+
+/**
+ * The spec's batch rule: success_count == total_count == records sent, or
+ * the request is an error the client must retry. A mismatch is never
+ * answered as a success (Update and Delete are idempotent, so a retry
+ * converges).
+ */
+export function requireFullyApplied(ctx: ServiceContext, outcome: UploadOutcome, what: string): void {
+  const { success, total } = uploadCounts(outcome)
+  if (success === total) return
+  ctx.log.error({ what, applied: outcome.applied, sent: outcome.plan.counts }, 'upload applied a different number of records than sent')
+  throw new AdsError(500, { code: 'INTERNAL_ERROR', message: `The upload was not fully applied (${success} of ${total} records); retry the request` })
 }
 
 export async function runUpload(
@@ -46,8 +71,8 @@ export async function runUpload(
     return undefined
   }
   const membership = await options.membership()
-  const processed = await membership.apply(validation.plan.operations)
-  return { plan: validation.plan, processed }
+  const applied = await membership.apply(validation.plan.operations)
+  return { plan: validation.plan, applied }
 }
 
 /** `request` of the single-object responses: path params. */

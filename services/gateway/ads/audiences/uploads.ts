@@ -1,4 +1,5 @@
 import { Ads } from '../../../common/errors'
+import { formatIsoTime, parseIsoTime } from '../conventions'
 import type { MembershipOperation } from './membership'
 
 /**
@@ -36,8 +37,12 @@ export interface UploadPlan {
 export type UploadValidation = { ok: true; plan: UploadPlan } | { ok: false; operationErrors: OperationError[][] }
 
 export interface UploadRules {
-  /** Identifier keys accepted in a user object, with their stored type name. */
-  keys: Record<string, string>
+  /**
+   * Identifier keys accepted in a user object, with their stored type name.
+   * A Map, not an object literal: a user-sent key such as "constructor" or
+   * "__proto__" must not resolve to an inherited member.
+   */
+  keys: ReadonlyMap<string, string>
   /** Keys whose values are sent in plain text (not hashed). */
   plainKeys: string[]
   acceptsEffectiveAt: boolean
@@ -46,13 +51,24 @@ export interface UploadRules {
 }
 
 export const CUSTOM_AUDIENCE_RULES: UploadRules = {
-  keys: { email: 'email', device_id: 'device_id', handle: 'handle', svc_id: 'svc_id', twitter_id: 'svc_id', phone_number: 'phone_number', partner_user_id: 'partner_user_id' },
+  keys: new Map([
+    ['email', 'email'],
+    ['device_id', 'device_id'],
+    ['handle', 'handle'],
+    ['svc_id', 'svc_id'],
+    ['twitter_id', 'svc_id'],
+    ['phone_number', 'phone_number'],
+    ['partner_user_id', 'partner_user_id']
+  ]),
   plainKeys: ['partner_user_id'],
   acceptsEffectiveAt: true
 }
 
 export const DO_NOT_REACH_RULES: UploadRules = {
-  keys: { email: 'email', phone_number: 'phone_number' },
+  keys: new Map([
+    ['email', 'email'],
+    ['phone_number', 'phone_number']
+  ]),
   plainKeys: [],
   acceptsEffectiveAt: false,
   maxExpiresAt: (now) => addMonths(now, 13) + 60_000
@@ -67,17 +83,9 @@ export function addMonths(ms: number, months: number): number {
   return target.getTime()
 }
 
-const ISO_UTC = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]00:?00)?)?$/
-
+/** A UTC ISO 8601 time (Z, ±00:00 or no zone); impossible dates such as 2030-02-31 are refused. */
 function parseUtc(value: unknown): number | undefined {
-  if (typeof value !== 'string' || !ISO_UTC.test(value)) return undefined
-  const withZone = /T/.test(value) && !/(Z|[+-]00:?00)$/.test(value) ? `${value}Z` : value
-  const ms = Date.parse(withZone)
-  return Number.isNaN(ms) ? undefined : ms
-}
-
-function iso(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.000Z$/, 'Z')
+  return parseIsoTime(value, { utcOnly: true })
 }
 
 /** The request-level checks: a JSON array of 1..2500 operations. */
@@ -159,9 +167,9 @@ export function validateUpload(body: unknown[], rules: UploadRules, now = Date.n
         }
         const ids: string[] = []
         for (const [key, values] of Object.entries(user as Record<string, unknown>)) {
-          const type = rules.keys[key]
+          const type = rules.keys.get(key)
           if (type === undefined) {
-            invalid(`${at}.${key}`, `Unknown user identifier "${key}"; accepted: ${Object.keys(rules.keys).join(', ')}`)
+            invalid(`${at}.${key}`, `Unknown user identifier "${key}"; accepted: ${[...rules.keys.keys()].join(', ')}`)
             continue
           }
           if (!Array.isArray(values) || values.length === 0) {
@@ -184,8 +192,8 @@ export function validateUpload(body: unknown[], rules: UploadRules, now = Date.n
     }
     if (errs.length > 0) continue
     plan.operations.push({ type: type as 'Update' | 'Delete', users: identities, effectiveAt, expiresAt })
-    const echo: Record<string, unknown> = { expires_at: iso(expiresAt) }
-    if (rules.acceptsEffectiveAt) echo.effective_at = iso(effectiveAt)
+    const echo: Record<string, unknown> = { expires_at: formatIsoTime(expiresAt) }
+    if (rules.acceptsEffectiveAt) echo.effective_at = formatIsoTime(effectiveAt)
     plan.echo.push({ operation_type: type as string, params: echo })
     plan.counts.push(identities.length)
   }

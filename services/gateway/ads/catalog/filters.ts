@@ -53,7 +53,8 @@ const OPERATORS_BY_KIND: Record<Kind, readonly FilterOperator[]> = {
   text: ['EQUAL_TO', 'MATCH', 'CONTAINS', 'NOT_CONTAINS']
 }
 
-const ALIASES: Record<string, FilterAttribute> = { google_product_category: 'ext_product_category' }
+/** A Map: a user-sent attribute such as "constructor" must not resolve to an inherited member. */
+const ALIASES = new Map<string, FilterAttribute>([['google_product_category', 'ext_product_category']])
 
 export interface FilterError {
   parameter: string
@@ -75,7 +76,7 @@ export function parseFilters(raw: unknown): { ok: true; filters: Filter[] } | { 
     for (const field of ['attribute', 'operator', 'value']) {
       if (o[field] === undefined || o[field] === null || o[field] === '') return { ok: false, error: { parameter: `${at}.${field}`, message: `"${at}.${field}" is missing`, missing: true } }
     }
-    const attrName = typeof o.attribute === 'string' ? (ALIASES[o.attribute] ?? o.attribute) : ''
+    const attrName = typeof o.attribute === 'string' ? (ALIASES.get(o.attribute) ?? o.attribute) : ''
     if (!(FILTER_ATTRIBUTES as readonly string[]).includes(attrName)) {
       return { ok: false, error: { parameter: `${at}.attribute`, message: `Expected one of ${FILTER_ATTRIBUTES.join(', ')}, got ${JSON.stringify(o.attribute)} for ${at}.attribute` } }
     }

@@ -1,3 +1,5 @@
+import { parseIsoTime } from '../conventions'
+
 /**
  * The Product table of service-spec "Catalog management": every field, its
  * type and its rule. `validateProduct` turns one item of a batch PUT into a
@@ -160,21 +162,9 @@ export function containsHtml(text: string): boolean {
   return /<\s*\/?\s*[a-zA-Z!][^>]*>/.test(text) || /&(#\d+|#x[0-9a-fA-F]+|[a-zA-Z]{2,8});/.test(text)
 }
 
-const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/
-
+/** One end of sale_price_effective_date: date, time of day and zone all required; impossible dates refused. */
 function parseDateTime(raw: string): number | undefined {
-  const m = DATE_TIME.exec(raw)
-  if (!m) return undefined
-  const [, y, mo, d, h, mi] = m as unknown as string[]
-  const month = Number(mo)
-  const day = Number(d)
-  if (month < 1 || month > 12 || day < 1 || day > 31 || Number(h) > 23 || Number(mi) > 59) return undefined
-  const ms = Date.parse(raw)
-  if (Number.isNaN(ms)) return undefined
-  // Date.parse rolls 2023-02-31 over into March: refuse dates that do not exist.
-  const probe = new Date(Date.UTC(Number(y), month - 1, day))
-  if (probe.getUTCMonth() !== month - 1) return undefined
-  return ms
+  return parseIsoTime(raw, { requireTime: true, requireZone: true })
 }
 
 export function effectiveDateError(raw: string): ItemMessage | undefined {

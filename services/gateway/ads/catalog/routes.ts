@@ -17,7 +17,7 @@ import {
   createCatalog,
   deleteCatalog,
   itemGroupKeyFor,
-  listProductSets,
+  productSetPage,
   productKeysByIds,
   productPage,
   productsByKeys,
@@ -75,6 +75,22 @@ async function requireCatalogOrDelegated(ctx: ServiceContext, callerId: string, 
     }
     return requireCatalog(ctx, owner, catalogId)
   }
+}
+
+/**
+ * Runs `fn` under the catalog's write lease with the catalog as it is now.
+ * The catalog of the path is resolved before the lease is taken; a DELETE of
+ * the catalog may have run in between, and writing then would leave orphan
+ * products or sets behind a catalog that no longer exists: 404 instead.
+ */
+async function withCatalogLock<T>(ctx: ServiceContext, catalog: Catalog, fn: (current: Catalog) => Promise<T>): Promise<T> {
+  return withLock(ctx.store, CatalogKeys.lock(catalog.id), async () => {
+    const current = await ctx.store.getJson<Catalog>(CatalogKeys.catalog(catalog.id))
+    if (!current || current.user_id !== catalog.user_id) {
+      throw new AdsError(404, { code: 'NOT_FOUND', message: `Product catalog ${catalog.id} was not found`, parameter: 'product_catalog_id' })
+    }
+    return fn(current)
+  })
 }
 
 // ------------------------------------------------------------------ product batch
@@ -280,19 +296,27 @@ async function deleteProducts(ctx: ServiceContext, catalog: Catalog, keys: strin
 
 // ------------------------------------------------------------------ product listing cursor
 
+/**
+ * Keyset cursors (opaque base64url JSON): products resume after the last
+ * submission number served, product sets after the last (creation score,
+ * id) served, so deletions between pages neither skip nor repeat anything.
+ */
 interface ProductCursor {
   seq: number
   group: string
+  /** Product sets: the id of the last set served (ties on the creation score). */
+  id?: string
 }
 
 function encodeProductCursor(c: ProductCursor): string {
   return Buffer.from(JSON.stringify(c)).toString('base64url')
 }
 
-function decodeProductCursor(raw: string, group: string): number {
+function decodeProductCursor(raw: string, group: string): ProductCursor {
   try {
-    const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as ProductCursor
-    if (Number.isSafeInteger(c.seq) && c.seq >= 0 && c.group === group) return c.seq
+    const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as ProductCursor | null
+    const idOk = group === 'sets' ? typeof c?.id === 'string' && PRODUCT_KEY.test(c.id) : c?.id === undefined
+    if (c && Number.isSafeInteger(c.seq) && c.seq >= 0 && c.group === group && idOk) return c
   } catch {
     // reported below
   }
@@ -350,13 +374,13 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
     const p = Params.query(request)
     const name = readName(p, true) as string
     const catalog = await catalogOfRequest(ctx, request)
-    const updated = await withLock(ctx.store, CatalogKeys.lock(catalog.id), () => renameCatalog(ctx, catalog, name, actorOf(request)))
+    const updated = await withCatalogLock(ctx, catalog, (current) => renameCatalog(ctx, current, name, actorOf(request)))
     return sendData(request, reply, publicCatalog(updated), 'product_catalog')
   })
 
   app.delete('/12/product_catalogs/:product_catalog_id', route, async (request, reply) => {
     const catalog = await catalogOfRequest(ctx, request)
-    await withLock(ctx.store, CatalogKeys.lock(catalog.id), () => deleteCatalog(ctx, catalog, actorOf(request)))
+    await withCatalogLock(ctx, catalog, (current) => deleteCatalog(ctx, current, actorOf(request)))
     return sendData(request, reply, publicCatalog(catalog), 'product_catalog')
   })
 
@@ -366,7 +390,7 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
     const groupKey = p.string('item_group_key', { pattern: /^[0-9]{1,19}$/ }) ?? ''
     const cursor = p.string('cursor', { max: 512 })
     const catalog = await catalogOfRequest(ctx, request)
-    const after = cursor === undefined ? 0 : decodeProductCursor(cursor, groupKey)
+    const after = cursor === undefined ? 0 : decodeProductCursor(cursor, groupKey).seq
     const zset = groupKey === '' ? CatalogKeys.listed(catalog.id) : CatalogKeys.group(catalog.id, groupKey)
     const page = await productPage(ctx, zset, catalog.id, after, count)
     const last = page.products[page.products.length - 1]
@@ -386,13 +410,13 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
     }
     const catalog = await catalogOfRequest(ctx, request)
     if (ctx.config.catalogImageCheck !== 'fetch') {
-      const results = await withLock(ctx.store, CatalogKeys.lock(catalog.id), () => upsertProducts(ctx, catalog, raw, actorOf(request)))
+      const results = await withCatalogLock(ctx, catalog, (current) => upsertProducts(ctx, current, raw, actorOf(request)))
       return sendData(request, reply, { products_response: results }, 'product')
     }
     const checker = new ImageChecker({ timeoutMs: ctx.config.catalogImageTimeoutMs, allowPrivate: ctx.config.catalogImageAllowPrivate, store: ctx.store })
     try {
       const checkImages = await prefetchImages(ctx, catalog, raw, checker)
-      const results = await withLock(ctx.store, CatalogKeys.lock(catalog.id), () => upsertProducts(ctx, catalog, raw, actorOf(request), checkImages))
+      const results = await withCatalogLock(ctx, catalog, (current) => upsertProducts(ctx, current, raw, actorOf(request), checkImages))
       return sendData(request, reply, { products_response: results }, 'product')
     } finally {
       await checker.close()
@@ -407,7 +431,7 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
     if (!Array.isArray(raw) || raw.some((k) => typeof k !== 'string' && typeof k !== 'number')) throw Ads.invalid('product_keys', 'product_keys must be an array of product key strings')
     if (raw.length === 0) throw Ads.invalid('product_keys', 'product_keys must hold at least one product key')
     const catalog = await catalogOfRequest(ctx, request)
-    const results = await withLock(ctx.store, CatalogKeys.lock(catalog.id), () => deleteProducts(ctx, catalog, raw.map(String), actorOf(request)))
+    const results = await withCatalogLock(ctx, catalog, (current) => deleteProducts(ctx, current, raw.map(String), actorOf(request)))
     return sendData(request, reply, { delete_products: results }, 'product')
   })
 
@@ -416,11 +440,10 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
     const count = p.int('count', { min: 1, max: 100 }) ?? 100
     const cursor = p.string('cursor', { max: 512 })
     const catalog = await catalogOfRequest(ctx, request)
-    const sets = await listProductSets(ctx, catalog.id)
-    const offset = cursor === undefined ? 0 : decodeProductCursor(cursor, 'sets')
-    const page = sets.slice(offset, offset + count)
-    const next = offset + count < sets.length ? encodeProductCursor({ seq: offset + count, group: 'sets' }) : null
-    return sendData(request, reply, await Promise.all(page.map((s) => publicProductSet(ctx, s))), 'product_set', { next_cursor: next })
+    const position = cursor === undefined ? undefined : decodeProductCursor(cursor, 'sets')
+    const page = await productSetPage(ctx, catalog.id, position && { score: position.seq, id: position.id as string }, count)
+    const next = page.more && page.last ? encodeProductCursor({ seq: page.last.score, group: 'sets', id: page.last.id }) : null
+    return sendData(request, reply, await Promise.all(page.sets.map((s) => publicProductSet(ctx, s))), 'product_set', { next_cursor: next })
   })
 
   app.get('/12/product_catalogs/:product_catalog_id/product_sets/:product_set_id', route, async (request, reply) => {
@@ -465,7 +488,7 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
       created_at: now,
       updated_at: now
     }
-    await withLock(ctx.store, CatalogKeys.lock(catalog.id), async () => {
+    await withCatalogLock(ctx, catalog, async () => {
       await ctx.store.batch([
         { op: 'set', key: CatalogKeys.set(catalog.id, set.id), value: JSON.stringify(set) },
         { op: 'zadd', key: CatalogKeys.sets(catalog.id), score: Date.now(), member: set.id },
@@ -492,7 +515,7 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
     if (name === undefined && description === undefined && productKeys === undefined) {
       throw new AdsError(400, { code: 'MISSING_PARAMETER', message: `Nothing to update: send name, description${existing.type === 'MANUAL' ? ' or product_keys' : ''}`, parameter: 'name' })
     }
-    const result = await withLock(ctx.store, CatalogKeys.lock(catalog.id), async () => {
+    const result = await withCatalogLock(ctx, catalog, async () => {
       const current = await requireProductSet(ctx, catalog.id, setId)
       const next: StoredProductSet = {
         ...current,
@@ -512,7 +535,7 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
   app.delete('/12/product_catalogs/:product_catalog_id/product_sets/:product_set_id', route, async (request, reply) => {
     const catalog = await catalogOfRequest(ctx, request)
     const setId = params(request).product_set_id ?? ''
-    const set = await withLock(ctx.store, CatalogKeys.lock(catalog.id), async () => {
+    const set = await withCatalogLock(ctx, catalog, async () => {
       const current = await requireProductSet(ctx, catalog.id, setId)
       await ctx.store.batch([
         { op: 'del', key: CatalogKeys.set(catalog.id, setId) },

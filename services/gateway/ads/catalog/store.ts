@@ -169,8 +169,17 @@ export async function renameCatalog(ctx: ServiceContext, catalog: Catalog, name:
   return after
 }
 
-/** Permanent deletion of the catalog with every product and product set in it. */
+/**
+ * Permanent deletion of the catalog with every product and product set in
+ * it. Each removed product and product set gets its own DELETE entity
+ * change (consumers such as account history know them individually), then
+ * the catalog's. Call under the catalog's lease (withCatalogLock).
+ */
 export async function deleteCatalog(ctx: ServiceContext, catalog: Catalog, actor: Actor): Promise<void> {
+  const products = await allProducts(ctx, catalog.id)
+  const sets = await listProductSets(ctx, catalog.id)
+  // Rendered before the deletion: a MANUAL set resolves its product ids from the products.
+  const renderedSets = await Promise.all(sets.map((set) => publicProductSet(ctx, set)))
   const keys: string[] = []
   for await (const key of ctx.store.scanPrefix(CatalogKeys.prefix(catalog.id))) {
     if (key !== CatalogKeys.lock(catalog.id)) keys.push(key)
@@ -178,9 +187,16 @@ export async function deleteCatalog(ctx: ServiceContext, catalog: Catalog, actor
   const ops: StoreOp[] = [
     { op: 'del', key: CatalogKeys.catalog(catalog.id) },
     { op: 'del', key: CatalogKeys.byUser(catalog.user_id) },
-    ...keys.map((key): StoreOp => ({ op: 'del', key }))
+    ...keys.map((key): StoreOp => ({ op: 'del', key })),
+    ...sets.map((set): StoreOp => ({ op: 'zrem', key: CatalogKeys.evalQueue, members: [`${catalog.id}:${set.id}`] }))
   ]
   await ctx.store.batch(ops)
+  for (const p of products) {
+    await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT', 'DELETE', p.product_key, { ...publicProduct(p), deleted: true }, { ...publicProduct(p) }, actor)
+  }
+  for (const set of renderedSets) {
+    await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT_SET', 'DELETE', set.id, { ...set, deleted: true }, { ...set }, actor)
+  }
   await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT_CATALOG', 'DELETE', catalog.id, { ...publicCatalog(catalog), deleted: true }, publicCatalog(catalog), actor)
 }
 
@@ -195,7 +211,8 @@ export async function productKeysByIds(ctx: ServiceContext, cid: string, ids: st
   // One hash read per id would be N round trips; the whole id map is one.
   if (ids.length === 0) return []
   const map = await ctx.store.hgetall(CatalogKeys.ids(cid))
-  return ids.map((id) => map[id])
+  // Item ids are user input: "constructor" or "__proto__" must not resolve to an inherited member.
+  return ids.map((id) => (Object.hasOwn(map, id) ? map[id] : undefined))
 }
 
 /** Every product of the catalog in submission order. */
@@ -246,6 +263,25 @@ export async function requireProductSet(ctx: ServiceContext, cid: string, sid: s
   const set = /^[0-9]{1,19}$/.test(sid) ? await getProductSet(ctx, cid, sid) : undefined
   if (!set) throw new AdsError(404, { code: 'PRODUCT_SET_NOT_FOUND', message: `Product set ${sid.slice(0, 40)} was not found in catalog ${cid}`, parameter: 'product_set_id' })
   return set
+}
+
+/** A keyset position in the catalog's product sets: creation score and id of the last set served. */
+export interface ProductSetPosition {
+  score: number
+  id: string
+}
+
+/**
+ * A page of the catalog's product sets in creation order, after `after`
+ * (a keyset position, so a set deleted between two pages shifts nothing).
+ */
+export async function productSetPage(ctx: ServiceContext, cid: string, after: ProductSetPosition | undefined, count: number): Promise<{ sets: StoredProductSet[]; last: ProductSetPosition | undefined; more: boolean }> {
+  const order = (a: ProductSetPosition, b: ProductSetPosition): number => a.score - b.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+  const members = (await ctx.store.zrange(CatalogKeys.sets(cid), 0, -1)).map((m) => ({ score: m.score, id: m.member })).sort(order)
+  const rest = after === undefined ? members : members.filter((m) => order(m, after) > 0)
+  const page = rest.slice(0, count)
+  const sets = await ctx.store.mgetJson<StoredProductSet>(page.map((m) => CatalogKeys.set(cid, m.id)))
+  return { sets: sets.filter((x): x is StoredProductSet => x !== undefined), last: page[page.length - 1], more: rest.length > count }
 }
 
 export async function listProductSets(ctx: ServiceContext, cid: string): Promise<StoredProductSet[]> {
