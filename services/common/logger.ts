@@ -90,7 +90,7 @@ const serializers: pino.LoggerOptions['serializers'] = {
 function censorChildBindings(logger: Logger): Logger {
   const child = logger.child
   logger.child = function censoredChild(this: Logger, bindings: pino.Bindings, options?: pino.ChildLoggerOptions) {
-    return child.call(this, redactFields(bindings), options)
+    return Reflect.apply(child, this, [redactFields(bindings), options]) as Logger
   } as Logger['child']
   return logger
 }
