@@ -63,9 +63,11 @@ t.test('every event kind travels ingest -> match -> stream, over HTTP and WebSoc
 
   const events = EVENT_TYPES.map((type) => sampleEvent(type, userId))
   const uuids = await ingestOk(t, rt, events)
-  await viaHttp.waitFor((m) => m.length >= EVENT_TYPES.length, WAIT)
-  await viaWs.waitFor((m) => m.length >= EVENT_TYPES.length, WAIT)
-  await new Promise((r) => setTimeout(r, 100))
+  // Barrier: one more event of the same user; a duplicate of an earlier line would come before it.
+  const [barrier] = await ingestOk(t, rt, [sampleEvent('post.create', userId, { text: 'barrier' })])
+  await viaHttp.waitFor((m) => m.some((e) => e.data?.event_uuid === barrier), WAIT)
+  await viaWs.waitFor((m) => m.some((e) => e.data?.event_uuid === barrier), WAIT)
+  for (const client of [viaHttp, viaWs]) t.equal(client.messages.pop()?.data?.event_uuid, barrier, 'the barrier comes last')
   t.equal(viaHttp.messages.length, EVENT_TYPES.length, 'exactly one line per event')
   t.same(tags(viaHttp.messages), [...EVENT_TYPES], 'in ingest order')
 
@@ -78,7 +80,7 @@ t.test('every event kind travels ingest -> match -> stream, over HTTP and WebSoc
     if (payloadSchema) t.equal(openApiErrors(payloadSchema, line.data?.payload), undefined, `${type}: payload matches ${payloadSchema}`)
   })
   // Byte for byte: the HTTP lines are exactly the WebSocket messages.
-  const httpLines = viaHttp.raw().split('\r\n').filter((l) => l !== '')
+  const httpLines = viaHttp.raw().split('\r\n').filter((l) => l !== '').slice(0, -1)
   t.same(httpLines, viaWs.messages.map((m) => JSON.stringify(m)))
   t.same(viaWs.messages, viaHttp.messages)
 })
@@ -107,8 +109,11 @@ t.test('keyword and direction filters, webhook subscriptions also reach an open 
     sampleEvent('dm.received', alice, { sent: false, text: 'dinner?' }),
     sampleEvent('profile.update.bio', bob, { text: 'new bio' })
   ])
-  await stream.waitFor((m) => m.length >= 5, WAIT)
-  await new Promise((r) => setTimeout(r, 200))
+  // Barriers, one per user (each user's events are in order): anything the filters let through would arrive before them.
+  await ingestOk(t, rt, [sampleEvent('post.create', alice, { text: 'barrier: launch day' }), sampleEvent('profile.update.bio', bob, { text: 'barrier' })])
+  await stream.waitFor((m) => m.filter((e) => /barrier/.test(JSON.stringify(e.data?.payload ?? {}))).length === 2, WAIT)
+  const isBarrier = (m: StreamEnvelope): boolean => /barrier/.test(JSON.stringify(m.data?.payload ?? {}))
+  stream.messages.splice(0, stream.messages.length, ...stream.messages.filter((m) => !isBarrier(m)))
   // Alice's events share a key (one partition, in order); bob's may interleave anywhere.
   t.same(tags(stream.messages).filter((tag) => tag !== 'hooked'), ['kw', 'read-sent', 'read-received', 'dm-kw'])
   t.equal(tags(stream.messages).filter((tag) => tag === 'hooked').length, 1, 'the webhook subscription reached the stream too')
@@ -155,9 +160,9 @@ t.test('updates and deletes take effect on live matching', async (t) => {
   await ingestOk(t, rt, [sampleEvent('spaces.start', userId)])
   await stream.waitFor((m) => m.length >= 2, WAIT)
   t.equal((await bearerRequest('DELETE', `${url}/${subId}`, id.bearer)).status, 200)
+  // The sentinel follows the event of the deleted subscription in the user's partition: its arrival is the barrier.
   await ingestOk(t, rt, [sampleEvent('spaces.start', userId), sampleEvent('spaces.end', userId)])
   await stream.waitFor((m) => m.length >= 3, WAIT)
-  await new Promise((r) => setTimeout(r, 200))
   t.same(tags(stream.messages), ['before', 'after', 'sentinel'], 'the deleted subscription no longer matches')
 })
 
@@ -201,10 +206,10 @@ t.test('backfill_minutes replays recent deliveries of the app, without gaps or r
   const back = await openHttpStream(rt.baseUrl, id.bearer, { backfill_minutes: '5' })
   t.teardown(() => back.close())
   await back.waitFor((m) => m.length >= 2, WAIT)
-  await ingestOk(t, rt, [sampleEvent('post.delete', userId)])
-  await back.waitFor((m) => m.length >= 3, WAIT)
-  await none.waitFor((m) => m.length >= 1, WAIT)
-  await new Promise((r) => setTimeout(r, 200))
+  // Barrier: the live event; a repeat of a buffered line would come before it.
+  const [live] = await ingestOk(t, rt, [sampleEvent('post.delete', userId)])
+  await back.waitFor((m) => m.some((e) => e.data?.event_uuid === live), WAIT)
+  await none.waitFor((m) => m.some((e) => e.data?.event_uuid === live), WAIT)
   t.same(tags(back.messages), ['mine', 'mine', 'mine'], 'two from the buffer, then the live one; none of the other app')
   t.equal(new Set(back.messages.map((m) => m.data?.event_uuid)).size, 3)
   t.equal(none.messages.length, 1, 'backfill_minutes=0 starts live')
