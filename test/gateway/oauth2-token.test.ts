@@ -246,6 +246,16 @@ t.test('a replay between the claim of a code and the issue of its tokens still r
   t.equal((await withToken('GET', `${rt.baseUrl}/2/activity/subscriptions`, issued.access_token)).status, 401)
 })
 
+t.test('the consent form: a malformed post gets the notice page, not JSON', async (t) => {
+  const rt = await server()
+  for (const path of ['/i/oauth2/authorize', '/2/oauth2/authorize']) {
+    const malformed = await send('POST', `${rt.baseUrl}${path}`, FORM, 'request_id=%zz&decision=allow')
+    t.equal(malformed.status, 400, path)
+    t.match(malformed.headers.get('content-type'), /^text\/html/)
+    t.match(malformed.text, /<h1>Unexpected request<\/h1>/)
+  }
+})
+
 t.test('token endpoint errors', async (t) => {
   const rt = await server()
   const base = rt.baseUrl

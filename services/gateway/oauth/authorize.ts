@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { App, RequestToken, SignInSession } from '../../common/auth/records'
 import type { ServiceContext } from '../../common/context'
-import { checkCredentials, getApp } from '../identity'
+import { getApp } from '../identity'
 import { formErrorPage, permissionsFor, renderConsentPage, renderNoticePage, renderPinPage, sendPage } from './page'
 import { callbackWith, getGrant, grantCovers, recordGrant, type RequestTokens } from './request-tokens'
-import { csrfToken, csrfValid, type SignInSessions } from './sessions'
+import { csrfToken, type SignInSessions } from './sessions'
+import { checkSignInForm, decisionOf, signInFromForm, single } from './sign-in'
 
 /**
  * GET/POST oauth/authorize and oauth/authenticate: the browser step of the
@@ -29,10 +30,6 @@ interface ConsentOptions {
   screenName?: string
   error?: string
   status?: number
-}
-
-function single(value: unknown): string | undefined {
-  return typeof value === 'string' ? value : undefined
 }
 
 function isTrue(value: unknown): boolean {
@@ -133,36 +130,16 @@ export function registerAuthorizePages(app: FastifyInstance, ctx: ServiceContext
   }
 
   async function decide(request: FastifyRequest, reply: FastifyReply, mode: Mode): Promise<FastifyReply> {
-    if (request.rawForm === undefined) return notice(reply, 400, 'Unexpected request', 'Use the form on the sign-in page.')
-    const body = (request.body ?? {}) as Record<string, unknown>
-    if (!csrfValid(request, single(body.csrf_token))) {
-      return notice(reply, 403, 'This form has expired', 'For your security the form could not be accepted. Go back to the application and start signing in again.')
-    }
-    const found = await pending(single(body.oauth_token))
+    const form = checkSignInForm(request, reply, 'Go back to the application and start signing in again.')
+    if (!form.ok) return form.reply
+    const found = await pending(single(form.body.oauth_token))
     if (!found) return expired(reply)
-    const decision = single(body.decision)
+    const decision = decisionOf(form.body)
     if (decision === 'deny') return deny(reply, found)
     if (decision !== 'allow') return notice(reply, 400, 'Unexpected request', 'Choose Authorize or Cancel on the sign-in page.')
-
-    const screenName = single(body.screen_name)?.trim() ?? ''
-    const password = single(body.password) ?? ''
-    if (screenName !== '' || password !== '') {
-      const attempt = await request.server.rateLimiter.consume('oauth-login', `ip:${request.ip}`)
-      if (attempt.exceeded) {
-        const minutes = Math.max(1, Math.ceil((attempt.resetAt * 1000 - Date.now()) / 60_000))
-        return consent(request, reply, found, { mode, screenName, status: 429, error: `Too many sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.` })
-      }
-      const user = screenName !== '' && password !== '' ? await checkCredentials(store, screenName, password) : undefined
-      if (!user) return consent(request, reply, found, { mode, screenName, status: 401, error: 'The username and password you entered did not match our records.' })
-      await sessions.start(request, reply, user)
-      return approve(reply, found, user.id)
-    }
-    // No credentials typed: the page showed a signed-in account; it must still be the one signed in.
-    const session = await sessions.current(request)
-    if (!session || session.user_id !== single(body.signed_in_as)) {
-      return consent(request, reply, found, { mode, status: 401, error: 'Sign in to continue.' })
-    }
-    return approve(reply, found, session.user_id)
+    const approver = await signInFromForm(request, reply, store, sessions, form.body)
+    if (!approver.ok) return consent(request, reply, found, { mode, ...approver.refusal })
+    return approve(reply, found, approver.userId)
   }
 
   for (const mode of ['authorize', 'authenticate'] as const) {

@@ -2,9 +2,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { App, SignInSession } from '../../common/auth/records'
 import type { ServiceContext } from '../../common/context'
 import { newSecret } from '../../common/ids'
-import { checkCredentials } from '../identity'
 import { formErrorPage, renderConsentPage, renderNoticePage, sendPage } from '../oauth/page'
-import { csrfToken, csrfValid, SignInSessions } from '../oauth/sessions'
+import { csrfToken, SignInSessions } from '../oauth/sessions'
+import { checkSignInForm, decisionOf, signInFromForm, single } from '../oauth/sign-in'
 import { appByClientId } from './clients'
 import { issueCode } from './grants'
 import { OAuth2Keys } from './keys'
@@ -79,10 +79,6 @@ function redirect(reply: FastifyReply, location: string): FastifyReply {
 
 function notice(reply: FastifyReply, status: number, title: string, message: string): FastifyReply {
   return sendPage(reply, status, renderNoticePage(title, message))
-}
-
-function single(value: unknown): string | undefined {
-  return typeof value === 'string' ? value : undefined
 }
 
 /** The parts of the request that need no redirect URI to report on. */
@@ -208,37 +204,17 @@ export function registerAuthorizeRoutes(app: FastifyInstance, ctx: ServiceContex
   }
 
   async function decide(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-    if (request.rawForm === undefined) return notice(reply, 400, 'Unexpected request', 'Use the form on the sign-in page.')
-    const body = (request.body ?? {}) as Record<string, unknown>
-    if (!csrfValid(request, single(body.csrf_token))) {
-      return notice(reply, 403, 'This form has expired', 'For your security the form could not be accepted. Go back to the application and start again.')
-    }
-    const found = await load(single(body.request_id))
+    const form = checkSignInForm(request, reply, 'Go back to the application and start again.')
+    if (!form.ok) return form.reply
+    const found = await load(single(form.body.request_id))
     if (!found) return expired(reply)
     const { pending, client } = found
-    const decision = single(body.decision)
+    const decision = decisionOf(form.body)
     if (decision === 'deny') return deny(reply, pending)
     if (decision !== 'allow') return notice(reply, 400, 'Unexpected request', 'Choose Authorize or Cancel on the sign-in page.')
-
-    const screenName = single(body.screen_name)?.trim() ?? ''
-    const password = single(body.password) ?? ''
-    if (screenName !== '' || password !== '') {
-      const attempt = await request.server.rateLimiter.consume('oauth-login', `ip:${request.ip}`)
-      if (attempt.exceeded) {
-        const minutes = Math.max(1, Math.ceil((attempt.resetAt * 1000 - Date.now()) / 60_000))
-        return consent(request, reply, client, pending, { screenName, status: 429, error: `Too many sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.` })
-      }
-      const user = screenName !== '' && password !== '' ? await checkCredentials(store, screenName, password) : undefined
-      if (!user) return consent(request, reply, client, pending, { screenName, status: 401, error: 'The username and password you entered did not match our records.' })
-      await sessions.start(request, reply, user)
-      return approve(reply, pending, user.id)
-    }
-    // No credentials typed: the page showed a signed-in account, which must still be the one signed in.
-    const session = await sessions.current(request)
-    if (!session || session.user_id !== single(body.signed_in_as)) {
-      return consent(request, reply, client, pending, { status: 401, error: 'Sign in to continue.' })
-    }
-    return approve(reply, pending, session.user_id)
+    const approver = await signInFromForm(request, reply, store, sessions, form.body)
+    if (!approver.ok) return consent(request, reply, client, pending, approver.refusal)
+    return approve(reply, pending, approver.userId)
   }
 
   // Each page view stores a pending request: bounded per client address like the other OAuth operations.
