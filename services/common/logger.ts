@@ -91,7 +91,7 @@ function censorChildBindings(logger: Logger): Logger {
   const child = logger.child
   logger.child = function censoredChild(this: Logger, bindings: pino.Bindings, options?: pino.ChildLoggerOptions) {
     return Reflect.apply(child, this, [redactFields(bindings), options]) as Logger
-  } as Logger['child']
+  } as unknown as Logger['child']
   return logger
 }
 
