@@ -49,7 +49,7 @@ t.test('create has the public shape, defaults from the objective, and reads back
   for (const field of ['id', 'created_at', 'updated_at', 'frequency_cap', 'duration_in_days', 'standard_delivery', 'total_budget_amount_local_micro', 'daily_budget_amount_local_micro', 'advertiser_domain', 'android_app_store_identifier', 'ios_app_store_identifier', 'primary_web_event_tag']) {
     t.ok(field in body.data, `field ${field} present`)
   }
-  t.same(body.request.params.placements, 'ALL_ON_SVC')
+  t.same(body.request.params.placements, ['ALL_ON_SVC'], 'a list parameter is echoed as an array, as the public examples show')
   const id = body.data.id as string
   const read = await f.call('GET', `/line_items/${id}`)
   t.equal(read.status, 200)
@@ -302,7 +302,7 @@ t.test('curated categories: list by country, read', async (t) => {
   const body = list.json<{ data: Array<Record<string, unknown>>; data_type: string; next_cursor: null; request: { params: Record<string, unknown> } }>()
   t.equal(body.data_type, 'curated_category')
   t.equal(body.data.length, 9)
-  t.same(body.request.params.country_codes, 'US')
+  t.same(body.request.params.country_codes, ['US'], 'a list parameter is echoed as an array')
   for (const c of body.data) {
     t.match(c, { id: /^[0-9a-z]+$/, name: String, description: String, country_codes: ['US'], publisher_user_ids: Array, videos_monetized_in_last_thirty_days: Number, created_at: String, updated_at: String })
   }

@@ -7,7 +7,7 @@ import { registerCampaignEntityRoutes } from './campaigns'
 import { registerCuratedCategoryRoutes } from './curated-categories'
 import { registerFundingInstrumentRoutes } from './funding-instruments'
 import { registerLineItemRoutes } from './line-item-routes'
-import { isSandboxServer } from './sandbox'
+import { isSandboxServer, registerSandboxOnlyRefusals } from './sandbox'
 
 /**
  * Campaign management on {ads_url} (and again on {ads_sandbox_url}, whose
@@ -23,5 +23,8 @@ export async function registerCampaignRoutes(app: FastifyInstance, ctx: ServiceC
   await registerCampaignEntityRoutes(app, ctx)
   await registerLineItemRoutes(app, ctx)
   await registerCuratedCategoryRoutes(app, ctx)
-  if (!isSandboxServer(app)) await registerCampaignAdminRoutes(app, ctx)
+  if (!isSandboxServer(app)) {
+    await registerCampaignAdminRoutes(app, ctx)
+    registerSandboxOnlyRefusals(app)
+  }
 }

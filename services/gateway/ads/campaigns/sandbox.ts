@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { Server } from 'node:http'
 import type { ServiceContext } from '../../../common/context'
+import { Ads } from '../../../common/errors'
 import {
   type Account,
   AccountKeys,
@@ -23,6 +24,29 @@ import { createDefaultFundingInstrument, registerSandboxFundingInstrumentRoutes 
  * instruments. They are registered on the sandbox server only, so the
  * production host answers them 404 ROUTE_NOT_FOUND.
  */
+
+/** Method and path of every sandbox-only operation (funding instruments: funding-instruments.ts). */
+const SANDBOX_ONLY: ReadonlyArray<readonly ['POST' | 'DELETE', string]> = [
+  ['POST', '/12/accounts'],
+  ['DELETE', '/12/accounts/:account_id'],
+  ['POST', '/12/accounts/:account_id/features'],
+  ['DELETE', '/12/accounts/:account_id/features'],
+  ['POST', '/12/accounts/:account_id/funding_instruments'],
+  ['DELETE', '/12/accounts/:account_id/funding_instruments/:funding_instrument_id']
+]
+
+/**
+ * On the production host the sandbox-only operations do not exist: 404
+ * ROUTE_NOT_FOUND, as on the public platform. They are answered explicitly
+ * because their paths exist there under other methods (GET accounts,
+ * features, funding instruments), which the server's fallback would
+ * otherwise answer 405 METHOD_NOT_ALLOWED.
+ */
+export function registerSandboxOnlyRefusals(app: FastifyInstance): void {
+  for (const [method, url] of SANDBOX_ONLY) {
+    app.route({ method, url, handler: async () => { throw Ads.routeNotFound() } })
+  }
+}
 
 /** Servers the sandbox routes were registered on (the campaign routes skip operator routes there). */
 const sandboxServers = new WeakSet<object>()
