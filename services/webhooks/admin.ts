@@ -47,7 +47,7 @@ export async function registerAdminRoutes(app: FastifyInstance, core: WebhooksCo
   const webhookOf = async (request: FastifyRequest): Promise<Webhook> => {
     const id = webhookIdParam((request.params as Record<string, unknown>).webhook_id)
     const webhook = await core.registry.get(id)
-    if (!webhook) throw webhookNotFound(id)
+    if (!webhook) throw webhookNotFound(id, 'webhook_id', 'on this gateway')
     return webhook
   }
 

@@ -39,8 +39,13 @@ export function userIdParam(value: unknown): string {
   return id
 }
 
-export function webhookNotFound(id: string, parameter = 'webhook_id'): ProblemError {
-  return failure('WebhookIdInvalid', parameter, id, `No webhook with id [${id}] is registered for this application.`)
+/**
+ * An unknown webhook id (or one of another app): the platform's invalid-request
+ * Problem with the WebhookIdInvalid reason, never resource-not-found (whose
+ * resource_type has no value for a webhook).
+ */
+export function webhookNotFound(id: string, parameter = 'webhook_id', scope = 'for this application'): ProblemError {
+  return failure('WebhookIdInvalid', parameter, id, `No webhook with id [${id}] is registered ${scope}.`)
 }
 
 /** Longest echo of an input value in a Problem; longer ones end with `…`. */

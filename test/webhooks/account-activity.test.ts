@@ -5,14 +5,13 @@ import { WebhookKeys } from '../../services/webhooks/keys'
 import { bearerRequest, createIdentity, oauth1Request, type TestIdentity } from '../helper'
 import { eventually, metricsText, metricValue, numericId, openApiErrors, registerWebhook, startWebhooks } from './support'
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-
 function subscriptionsUrl(rt: Runtime, webhookId: string): string {
   return `${rt.baseUrl}/2/account_activity/webhooks/${webhookId}/subscriptions/all`
 }
 
-async function publishEvent(rt: Runtime, event: Record<string, unknown>): Promise<void> {
-  await rt.ctx.bus.publish(TOPICS.activityEvents, String(event.user_id), event)
+/** Publishes an activity event, keyed by its user unless `key` says otherwise (a barrier shares another's key). */
+async function publishEvent(rt: Runtime, event: Record<string, unknown>, key = String(event.user_id)): Promise<void> {
+  await rt.ctx.bus.publish(TOPICS.activityEvents, key, event)
 }
 
 function postCreate(userId: string, text: string): Record<string, unknown> {
@@ -123,16 +122,31 @@ t.test('each Account Activity route accepts only the credentials the platform de
 })
 
 t.test("a subscribed user's activity is delivered in the Account Activity format", async (t) => {
-  const rt = await startWebhooks(t)
+  // One delivery at a time: the webhook's lane then POSTs in the order the events were consumed.
+  const rt = await startWebhooks(t, { env: { WEBHOOK_CONCURRENCY: '1' } })
   const { id, webhookId, receiver } = await registerWebhook(t, rt)
   const alice = await createIdentity(rt.ctx.store, { app: id.app })
+  const bob = await createIdentity(rt.ctx.store, { app: id.app })
   const stranger = '1234567890123'
   t.equal((await oauth1Request('POST', subscriptionsUrl(rt, webhookId), alice)).status, 200)
+  t.equal((await oauth1Request('POST', subscriptionsUrl(rt, webhookId), bob)).status, 200)
+
+  // Barriers for the "nothing arrives" checks: a later event of a subscribed user published under the
+  // same key as the event under test, so it is consumed after it (per-key order). Once the barrier is
+  // delivered, whatever the earlier event produced has been logged and, in the one-at-a-time lane, POSTed.
+  const deliveredEvents = () => receiver.posts.map((p) => p.json.event_uuid)
+  const barrier = async (key: string, label: string): Promise<void> => {
+    const later = postCreate(bob.user.id, `barrier ${label}`)
+    await publishEvent(rt, later, key)
+    await eventually(() => deliveredEvents().includes(later.event_uuid), 10_000)
+  }
+  const logged = async () => (await rt.ctx.store.zcard(WebhookKeys.log(webhookId)))
 
   const post = postCreate(alice.user.id, 'hello world')
   const dm = dmSent(alice.user.id, stranger)
+  const strangers = postCreate(stranger, 'not subscribed')
   await publishEvent(rt, post)
-  await publishEvent(rt, postCreate(stranger, 'not subscribed'))
+  await publishEvent(rt, strangers)
   await publishEvent(rt, dm)
   await publishEvent(rt, { event_uuid: numericId(), event_type: 'post.delete', user_id: alice.user.id, created_at: new Date().toISOString(), payload: { id: '42', author_id: alice.user.id } })
 
@@ -142,20 +156,24 @@ t.test("a subscribed user's activity is delivered in the Account Activity format
   t.same(byType('tweet_create_events'), { for_user_id: alice.user.id, event_uuid: post.event_uuid, tweet_create_events: [post.payload] })
   t.same(byType('direct_message_events'), { for_user_id: alice.user.id, event_uuid: dm.event_uuid, ...(dm.payload as object) })
   t.match(byType('tweet_delete_events'), { for_user_id: alice.user.id, tweet_delete_events: [{ status: { id: '42', user_id: alice.user.id } }] })
-  await sleep(200)
-  t.equal(receiver.posts.length, 3, "the unsubscribed user's post went nowhere")
+  await barrier(stranger, 'after the stranger')
+  t.notOk(deliveredEvents().includes(strangers.event_uuid), "the unsubscribed user's post went nowhere")
+  t.equal(await logged(), 4, 'three events of alice and the barrier: nothing for the stranger')
 
   // The same event redelivered by the bus is the same delivery: the receiver gets it once.
   await publishEvent(rt, post)
-  await sleep(300)
-  t.equal(receiver.posts.length, 3, 'a redelivered event is not delivered twice')
-  t.equal(metricValue(await metricsText(rt), 'webhook_deliveries_total', { outcome: 'delivered' }), 3)
+  await barrier(alice.user.id, 'after the redelivery')
+  t.equal(await logged(), 5, 'the redelivered event made no second delivery')
+  t.equal(deliveredEvents().filter((u) => u === post.event_uuid).length, 1, 'a redelivered event is not delivered twice')
+  t.equal(metricValue(await metricsText(rt), 'webhook_deliveries_total', { outcome: 'delivered' }), 5)
 
   // After the subscription is deleted nothing more arrives; deleting the webhook drops the routing index.
   t.equal((await bearerRequest('DELETE', `${rt.baseUrl}/2/account_activity/webhooks/${webhookId}/subscriptions/${alice.user.id}/all`, id.bearer)).status, 200)
-  await publishEvent(rt, postCreate(alice.user.id, 'after unsubscribe'))
-  await sleep(300)
-  t.equal(receiver.posts.length, 3)
+  const afterUnsubscribe = postCreate(alice.user.id, 'after unsubscribe')
+  await publishEvent(rt, afterUnsubscribe)
+  await barrier(alice.user.id, 'after the unsubscribe')
+  t.notOk(deliveredEvents().includes(afterUnsubscribe.event_uuid), 'nothing arrives after the unsubscribe')
+  t.equal(await logged(), 6)
   t.equal((await oauth1Request('POST', subscriptionsUrl(rt, webhookId), alice)).status, 200)
   t.equal((await bearerRequest('DELETE', `${rt.baseUrl}/2/webhooks/${webhookId}`, id.bearer)).status, 200)
   t.same(await rt.ctx.store.smembers(WebhookKeys.userWebhooks(alice.user.id)), [], 'the user index forgets a deleted webhook')

@@ -50,7 +50,7 @@ t.test('the webhooks CLI lists, inspects, re-sends and replays through the opera
   t.match(usage.errors[0], /--webhook is required/)
   const unknown = capture(env)
   t.equal(await run(['deliveries', '--webhook', '999'], unknown), 1)
-  t.match(unknown.errors[0], /Could not find webhook/)
+  t.match(unknown.errors[0], /WebhookIdInvalid: No webhook with id \[999\] is registered on this gateway/)
   const badStatus = capture(env)
   t.equal(await run(['deliveries', '--webhook', webhookId, '--status', 'lost'], badStatus), 1)
   t.match(badStatus.errors[0], /status must be one of/)

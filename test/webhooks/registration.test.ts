@@ -5,8 +5,8 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import t from 'tap'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { bearerRequest, createIdentity, oauth1Request, tempDir } from '../helper'
-import { eventually, metricsText, metricValue, openApiErrors, registerWebhook, startReceiver, startWebhooks } from './support'
+import { bearerRequest, createIdentity, oauth1Request, plainRequest, tempDir } from '../helper'
+import { eventually, FAST_ENV, metricsText, metricValue, openApiErrors, registerWebhook, startReceiver, startWebhooks } from './support'
 
 interface Problem {
   type: string
@@ -236,6 +236,41 @@ t.test('a deeply nested or huge unknown field is a 400 invalid-request, never a 
     t.equal(openApiErrors('InvalidRequestProblem', JSON.parse(text)), undefined, name)
     t.ok(text.length < 4096, `${name}: the echo is bounded (${text.length} bytes)`)
   }
+})
+
+t.test('unknown ids get spec-valid Problems: WebhookIdInvalid for a webhook, a plain 404 otherwise', async (t) => {
+  const rt = await startWebhooks(t)
+  const { id, webhookId } = await registerWebhook(t, rt)
+  const admin = { authorization: `Bearer ${FAST_ENV.OPERATOR_TOKEN}` }
+  const unknownWebhook: Array<[string, string, Record<string, unknown> | undefined]> = [
+    ['GET', '/admin/webhooks/999', undefined],
+    ['GET', '/admin/webhooks/999/deliveries', undefined],
+    ['GET', '/admin/webhooks/999/deliveries/some-delivery', undefined],
+    ['POST', '/admin/webhooks/999/resend', { since: new Date().toISOString() }],
+    ['POST', '/admin/webhooks/999/replay', { from_date: '202501010000', to_date: '202501010100' }]
+  ]
+  for (const [method, path, json] of unknownWebhook) {
+    const res = await plainRequest(method, `${rt.baseUrl}${path}`, { headers: admin, ...(json ? { json } : {}) })
+    t.equal(res.status, 400, `${method} ${path}`)
+    t.equal(openApiErrors('InvalidRequestProblem', res.json()), undefined)
+    t.match(firstMessage(res.json<Problem>()), /^WebhookIdInvalid: No webhook with id \[999\]/)
+    t.same(res.json<Problem>().errors?.[0]?.parameters, { webhook_id: ['999'] })
+  }
+  // The public routes say the same for a webhook of another app or none.
+  const other = await createIdentity(rt.ctx.store)
+  const foreign = await bearerRequest('DELETE', `${rt.baseUrl}/2/webhooks/${webhookId}`, other.bearer)
+  t.equal(openApiErrors('InvalidRequestProblem', foreign.json()), undefined)
+
+  // No public resource type fits a delivery or a replay job: a generic (about:blank) 404 Problem.
+  for (const path of [`/admin/webhooks/${webhookId}/deliveries/no-such-delivery`, '/admin/webhooks/replay-jobs/12345']) {
+    const res = await plainRequest('GET', `${rt.baseUrl}${path}`, { headers: admin })
+    t.equal(res.status, 404, path)
+    const p = res.json<Problem & Record<string, unknown>>()
+    t.equal(openApiErrors('Problem', p), undefined)
+    t.match(p, { type: 'about:blank', title: 'Not Found', status: 404 })
+    t.notOk('resource_type' in p, 'no resource_type outside the enum')
+  }
+  t.equal((await bearerRequest('GET', `${rt.baseUrl}/2/webhooks`, id.bearer)).status, 200)
 })
 
 t.test('a TLS failure fails the CRC at once', async (t) => {

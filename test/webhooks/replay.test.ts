@@ -1,7 +1,8 @@
-import t from 'tap'
+import t, { type Test as TapTest } from 'tap'
 import { checkWindow, formatReplayDate, parseReplayDate } from '../../services/webhooks/replay'
-import { bearerRequest } from '../helper'
-import { deliveryMessage, eventually, openApiErrors, publishDeliveries, registerWebhook, startWebhooks } from './support'
+import type { Runtime } from '../../services/common/runtime'
+import { bearerRequest, plainRequest } from '../helper'
+import { deliveryMessage, eventually, FAST_ENV, gate, metricsText, metricValue, openApiErrors, publishDeliveries, type Registered, registerWebhook, startWebhooks } from './support'
 
 const MINUTE = 60_000
 
@@ -106,4 +107,74 @@ t.test('replay requests are validated', async (t) => {
   const invalid = await replay({ webhook_id: webhookId, from_date: twoHoursAgo, to_date: hourAgo })
   t.equal(invalid.status, 400)
   t.match(firstMessage(invalid), /^CrcValidationFailed: /)
+})
+
+/** Three delivered events a few minutes old, and a replay of their window; returns the job id. */
+async function replayThree(t: TapTest, rt: Runtime, reg: Registered): Promise<{ jobId: string; bodies: string[] }> {
+  const { id, receiver, webhookId } = reg
+  const base = Math.floor(Date.now() / MINUTE) * MINUTE
+  const events = [13, 12, 11].map((m) => deliveryMessage({ appId: id.app.id, webhookId, createdAt: new Date(base - m * MINUTE).toISOString(), text: `minute ${m}` }))
+  await publishDeliveries(rt, events)
+  await eventually(() => receiver.accepted.length === 3, 10_000)
+  const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks/replay`, id.bearer, {
+    json: { webhook_id: webhookId, from_date: formatReplayDate(base - 20 * MINUTE), to_date: formatReplayDate(base - 5 * MINUTE) }
+  })
+  t.equal(res.status, 200, res.text)
+  return { jobId: res.json<{ data: { job_id: string } }>().data.job_id, bodies: events.map((e) => JSON.stringify(e.envelope)) }
+}
+
+async function finishedJob(rt: Runtime, jobId: string): Promise<Record<string, unknown>> {
+  return eventually(async () => {
+    const res = await plainRequest('GET', `${rt.baseUrl}/admin/webhooks/replay-jobs/${jobId}`, { headers: { authorization: `Bearer ${FAST_ENV.OPERATOR_TOKEN}` } })
+    const job = res.json<{ data: Record<string, unknown> }>().data
+    return job.state !== 'running' ? job : undefined
+  }, 10_000)
+}
+
+async function webhookState(rt: Runtime, webhookId: string): Promise<Record<string, string>> {
+  return rt.ctx.store.hgetall(`webhooks:config:${webhookId}`)
+}
+
+t.test('a 410 during a replay disables the webhook and ends the job', async (t) => {
+  // One replay request at a time, so "nothing after the 410" is exact.
+  const rt = await startWebhooks(t, { env: { WEBHOOK_CONCURRENCY: '1' } })
+  const reg = await registerWebhook(t, rt)
+  const { receiver, webhookId } = reg
+  // The three original deliveries succeed; the replay is answered 410 Gone.
+  receiver.onPost = (_p, n) => ({ status: n <= 3 ? 200 : 410 })
+  const { jobId } = await replayThree(t, rt, reg)
+  const job = await finishedJob(rt, jobId)
+  t.match(job, { state: 'Incomplete' })
+  t.equal(receiver.posts.length, 4, 'one replayed event was answered 410; nothing was sent after it, not even the job status')
+  const state = await webhookState(rt, webhookId)
+  t.equal(state.valid, 'false')
+  t.ok(state.disabled_at, 'disabled as a delivery 410 would')
+  t.equal(metricValue(await metricsText(rt), 'webhook_deliveries_total', { outcome: 'gone' }), 1)
+})
+
+t.test('a webhook that turns invalid during a replay is sent nothing more', async (t) => {
+  const rt = await startWebhooks(t, { env: { WEBHOOK_CONCURRENCY: '1', WEBHOOK_TIMEOUT: '10s' } })
+  const reg = await registerWebhook(t, rt)
+  const { id, receiver, webhookId } = reg
+  const firstReplayed = gate()
+  const held = gate()
+  let seen = 0
+  receiver.onPost = () => {
+    seen++
+    if (seen === 4) {
+      // The first replayed event: held until the webhook has been made invalid.
+      firstReplayed.open()
+      return { status: 200, release: held.promise }
+    }
+    return { status: 200 }
+  }
+  const { jobId } = await replayThree(t, rt, reg)
+  await firstReplayed.promise
+  receiver.crcMode = 'wrong'
+  t.equal((await bearerRequest('PUT', `${rt.baseUrl}/2/webhooks/${webhookId}`, id.bearer)).status, 400)
+  t.equal((await webhookState(rt, webhookId)).valid, 'false')
+  held.open()
+  const job = await finishedJob(rt, jobId)
+  t.match(job, { state: 'Incomplete' })
+  t.equal(receiver.posts.length, 4, 'the two remaining events and the job status were not sent to the invalid webhook')
 })
