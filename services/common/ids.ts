@@ -1,29 +1,28 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 
 /**
- * 19-digit numeric ids for v2 resources (webhooks, subscriptions, users,
- * posts). Time-ordered like the public platform's ids: milliseconds since a
- * custom epoch in the high bits, then a per-process sequence and random bits,
- * so ids sort by creation and collide only with negligible probability.
+ * Numeric ids for v2 resources (webhooks, subscriptions, users, posts):
+ * ^[0-9]{1,19}$, 19 digits with today's clock. Time-ordered like the public
+ * platform's ids: milliseconds since a custom epoch in the high 41 bits, then
+ * 22 random bits. Processes share nothing, so two of them minting in the same
+ * millisecond collide only when they draw the same 22 bits (1 in 4 million per
+ * pair of ids). Within a process ids only grow: an id that would not be above
+ * the previous one (same millisecond, or a clock that stepped back) is the
+ * previous one plus one.
  */
 const EPOCH_MS = 1288834974657n
-let sequence = 0n
-let lastMs = 0n
+const RANDOM_BITS = 22n
+let lastId = 0n
+
+function randomLowBits(): bigint {
+  return BigInt(randomBytes(3).readUIntBE(0, 3) & 0x3fffff)
+}
 
 export function newNumericId(now: number = Date.now()): string {
-  let ms = BigInt(now) - EPOCH_MS
-  if (ms <= lastMs) {
-    sequence = (sequence + 1n) & 0xfffn
-    if (sequence === 0n) ms = lastMs + 1n
-    else ms = lastMs
-  } else {
-    sequence = 0n
-  }
-  lastMs = ms
-  const machine = BigInt(randomBytes(2).readUInt16BE(0) & 0x3ff)
-  const id = (ms << 22n) | (machine << 12n) | sequence
-  // Pad to 19 digits so every id matches ^[0-9]{19}$ regardless of the clock.
-  return id.toString().padStart(19, '1').slice(-19)
+  const ms = BigInt(Math.max(0, Math.floor(now))) - EPOCH_MS
+  const candidate = ((ms > 0n ? ms : 0n) << RANDOM_BITS) | randomLowBits()
+  lastId = candidate > lastId ? candidate : lastId + 1n
+  return lastId.toString()
 }
 
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz'
