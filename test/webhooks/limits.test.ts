@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { createLogger } from '../../services/common/logger'
 import type { Runtime } from '../../services/common/runtime'
 import { RedisStore } from '../../services/common/store/redis'
+import { LockBusyError, withLock } from '../../services/webhooks/app-lock'
 import { coreFor } from '../../services/webhooks/core'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { bearerRequest, createIdentity } from '../helper'
@@ -77,4 +78,43 @@ t.test('concurrent subscribes on two processes never exceed WEBHOOK_SUBSCRIPTION
   t.equal(results.filter((r) => r === 'subscribed').length, 2, `exactly up to the limit of 3 (${results.join(',')})`)
   t.equal(results.filter((r) => r === 'limit').length, 18)
   t.equal(await processes[0]?.countForApp(webhook.app_id), 3)
+})
+
+t.test('the app lock: one holder at a time, a busy lock gives up, a dead holder expires', async (t) => {
+  const redis = await startRedis(t)
+  const store = await RedisStore.connect(redis.url, createLogger('silent', 'redis-store'))
+  t.teardown(() => store.close())
+  const key = 'webhooks:limit-lock:test-app'
+
+  let inside = 0
+  let most = 0
+  await Promise.all(
+    Array.from({ length: 8 }, () =>
+      withLock(store, key, async () => {
+        most = Math.max(most, ++inside)
+        await store.incr('webhooks:test-counter')
+        inside--
+      })
+    )
+  )
+  t.equal(most, 1, 'never two holders at once')
+  t.equal(await store.get('webhooks:test-counter'), '8')
+  t.equal(await store.exists(key), false, 'released')
+
+  // A process that died holding the lock: others give up while it lasts, and get in once it expires.
+  await store.set(key, 'dead-process', 300)
+  await t.rejects(withLock(store, key, async () => 'never', { waitMs: 50 }), LockBusyError)
+  t.equal(await withLock(store, key, async () => 'after expiry', { waitMs: 5000 }), 'after expiry')
+})
+
+t.test('a subscription is not added to a webhook deleted meanwhile', async (t) => {
+  const rt = await startWebhooks(t)
+  const { id, webhookId } = await registerWebhook(t, rt)
+  const core = coreFor(rt.ctx)
+  const webhook = await core.registry.get(webhookId)
+  if (!webhook) throw new Error('the webhook was not stored')
+  t.equal((await bearerRequest('DELETE', `${rt.baseUrl}/2/webhooks/${webhookId}`, id.bearer)).status, 200)
+  t.equal(await core.accountActivity.subscribe(webhook, '7000000'), 'gone')
+  t.equal(await rt.ctx.store.scard(WebhookKeys.subscribers(webhookId)), 0)
+  t.same(await rt.ctx.store.smembers(WebhookKeys.userWebhooks('7000000')), [])
 })
