@@ -3,18 +3,23 @@
  * measured in the same run.
  *
  *  1. Matcher throughput with BENCH_ACTIVITY_SUBS (100k) subscriptions in the
- *     store: the (event_type, user_id) index lookup + filters, against a linear
- *     scan of every subscription (what the index saves), then the real matcher
- *     worker end to end on the memory bus (events in, deliveries out).
+ *     store: the (event_type, user_id) index lookup + filters on the memory
+ *     store and on a real redis-server (one round trip per event), against a
+ *     linear scan of every subscription (what the index saves), then the real
+ *     matcher worker end to end on the memory bus (events in, deliveries out).
+ *     Each measurement follows a warm-up pass, so JIT compilation is not timed.
  *  2. Stream fan-out: BENCH_ACTIVITY_CONNECTIONS (5,000) concurrent HTTP
  *     streams of one app on an embedded gateway process, events delivered per
  *     second and RSS per connection of that process, against a raw node:http
  *     server writing the same lines to as many connections (the ceiling).
  *  3. End-to-end latency ingest -> stream line at BENCH_ACTIVITY_RATE events/s,
  *     on Kafka (librdkafka mock cluster) + Redis, against the embedded
- *     memory bus + memory store.
+ *     memory bus + memory store, after BENCH_ACTIVITY_WARMUP events whose
+ *     latencies are not counted (a cold process would decide the p99).
  *
  *   node dist/bench/activity.js          (after `make build`)
+ *   node --import=tsx bench/activity.ts  (from source; BENCH_ACTIVITY_* env for smaller sizes,
+ *                                         BENCH_ACTIVITY_PHASES=matcher,fan-out,latency to pick phases)
  *
  * Bounded: every phase has a deadline; the whole run stays under ~90 s.
  */
@@ -27,7 +32,7 @@ import { EVENT_TYPES, type EventType } from '../services/activity/event-types'
 import type { ActivityEvent } from '../services/activity/matching'
 import { subscriptionMatches } from '../services/activity/matching'
 import { activityService } from '../services/activity/service'
-import { ActivityKeys, type Subscription, SubscriptionStore } from '../services/activity/subscriptions'
+import { ActivityKeys, createOps, type Subscription, SubscriptionStore } from '../services/activity/subscriptions'
 import { matchEvent, startMatcher } from '../services/activity/worker'
 import { KafkaBus } from '../services/common/bus/kafka'
 import { MemoryBus } from '../services/common/bus/memory'
@@ -50,6 +55,7 @@ const CONNECTIONS = Number(process.env.BENCH_ACTIVITY_CONNECTIONS ?? 5000)
 const FANOUT_EVENTS = Number(process.env.BENCH_ACTIVITY_FANOUT_EVENTS ?? 20)
 const RATE = Number(process.env.BENCH_ACTIVITY_RATE ?? 100)
 const PACED_SECONDS = Number(process.env.BENCH_ACTIVITY_PACED_SECONDS ?? 4)
+const WARMUP = Number(process.env.BENCH_ACTIVITY_WARMUP ?? Math.max(50, RATE))
 const OPERATOR_TOKEN = 'bench-operator-token'
 const ROOT = path.resolve(__dirname, '..', ...(__dirname.includes(`${path.sep}dist${path.sep}`) ? ['..'] : []))
 
@@ -104,60 +110,86 @@ function sampleEvent(type: EventType, userId: string, uuid: string, text = 'ship
 
 // ---------------------------------------------------------------- 1. matcher
 
-async function benchMatcher(): Promise<void> {
-  process.stdout.write(`\n1. matcher with ${fmt(SUBS)} subscriptions\n`)
-  const dir = tmp('bench-activity-')
-  const store = await MemoryStore.open(path.join(dir, 'state'))
-  const subs = new SubscriptionStore(store, SUBS + 1)
+/** The bench's subscriptions: BENCH_ACTIVITY_SUBS over SUBS/5 users and every kind, a third with a keyword. */
+function benchSubscriptions(): Subscription[] {
   const users = Math.max(1, Math.floor(SUBS / 5))
-  const all: Subscription[] = []
-  const started = Date.now()
-  // Written in large atomic batches with the keys SubscriptionStore.create writes one by one (same layout, faster setup).
-  let ops: StoreOp[] = []
   const iso = new Date().toISOString()
-  for (let i = 0; i < SUBS; i++) {
+  return Array.from({ length: SUBS }, (_, i) => {
     const userId = String(1_000_000 + (i % users))
     const type = EVENT_TYPES[Math.floor(i / users) % EVENT_TYPES.length] as EventType
     const keyword = i % 3 === 0 ? 'launch day' : undefined
-    const sub: Subscription = {
-      subscription_id: String(1_000_000_000_000 + i),
-      app_id: `app-${i % 50}`,
-      event_type: type,
-      filter: { user_id: userId, ...(keyword ? { keyword } : {}) },
-      created_at: iso,
-      updated_at: iso
-    }
-    all.push(sub)
-    ops.push(
-      { op: 'set', key: ActivityKeys.sub(sub.subscription_id), value: JSON.stringify(sub) },
-      { op: 'zadd', key: ActivityKeys.appSubs(sub.app_id), score: i, member: sub.subscription_id },
-      { op: 'sadd', key: ActivityKeys.index(sub.event_type, userId), members: [sub.subscription_id] },
-      { op: 'incr', key: ActivityKeys.appCount(sub.app_id), by: 1 }
-    )
+    return { subscription_id: String(1_000_000_000_000 + i), app_id: `app-${i % 50}`, event_type: type, filter: { user_id: userId, ...(keyword ? { keyword } : {}) }, created_at: iso, updated_at: iso }
+  })
+}
+
+/** Writes `all` in large atomic batches with the keys SubscriptionStore.create writes one by one (same layout, faster setup). */
+async function seed(store: Store, all: Subscription[]): Promise<void> {
+  let ops: StoreOp[] = []
+  for (const [i, sub] of all.entries()) {
+    ops.push(...createOps(sub, i), { op: 'incr', key: ActivityKeys.appCount(sub.app_id), by: 1 })
     if (ops.length >= 20_000) {
       await store.batch(ops)
       ops = []
     }
   }
   await store.batch(ops)
+}
+
+/** Events/s of index lookup + filters over `events`, after one untimed pass over a slice of them (warm-up). */
+async function lookupRate(subs: SubscriptionStore, events: ActivityEvent[]): Promise<{ rate: number; matched: number }> {
+  for (const e of events.slice(0, Math.min(events.length, 2000))) matchEvent(e, await subs.candidates(e.event_type, e.user_id))
+  let matched = 0
+  const t0 = performance.now()
+  for (const e of events) matched += matchEvent(e, await subs.candidates(e.event_type, e.user_id)).length
+  return { rate: events.length / ((performance.now() - t0) / 1000), matched }
+}
+
+async function benchMatcher(): Promise<void> {
+  process.stdout.write(`\n1. matcher with ${fmt(SUBS)} subscriptions\n`)
+  const dir = tmp('bench-activity-')
+  const store = await MemoryStore.open(path.join(dir, 'state'))
+  const subs = new SubscriptionStore(store, SUBS + 1)
+  const all = benchSubscriptions()
+  const started = Date.now()
+  await seed(store, all)
   process.stdout.write(`  (created ${fmt(SUBS)} subscriptions in ${((Date.now() - started) / 1000).toFixed(1)} s)\n`)
 
   const events = Array.from({ length: MATCH_EVENTS }, (_, i) => {
     const sub = all[(i * 7919) % all.length] as Subscription
     return sampleEvent(sub.event_type, sub.filter.user_id, uuidOf(1, i))
   })
-  let matched = 0
-  let t0 = performance.now()
-  for (const e of events) matched += matchEvent(e, await subs.candidates(e.event_type, e.user_id)).length
-  const indexed = MATCH_EVENTS / ((performance.now() - t0) / 1000)
+  const { rate: indexed, matched } = await lookupRate(subs, events)
 
-  // Baseline: scanning every subscription per event (no index), on a sample.
+  // Baseline: scanning every subscription per event (no index), on a sample, warmed up the same way.
   const scanEvents = events.slice(0, Math.max(20, Math.floor(MATCH_EVENTS / 200)))
-  let scanned = 0
-  t0 = performance.now()
-  for (const e of scanEvents) for (const s of all) if (subscriptionMatches(s, e)) scanned++
+  const scan = (): number => {
+    let n = 0
+    for (const e of scanEvents) for (const s of all) if (subscriptionMatches(s, e)) n++
+    return n
+  }
+  scan()
+  let t0 = performance.now()
+  const scanned = scan()
   const linear = scanEvents.length / ((performance.now() - t0) / 1000)
-  report('index lookup + filters', `${fmt(indexed)} events/s (${fmt(matched)} matches)`, `linear scan ${fmt(linear)} events/s (${fmt(scanned)} matches on ${scanEvents.length})`)
+  report('index lookup + filters, memory store', `${fmt(indexed)} events/s (${fmt(matched)} matches)`, `linear scan ${fmt(linear)} events/s (${fmt(scanned)} matches on ${scanEvents.length})`)
+
+  // The same lookups against a real redis-server: one HGETALL per event over loopback.
+  const redisDir = tmp('bench-matcher-redis-')
+  const redisPort = await freePort()
+  const redis = await launchRedis({ port: redisPort, dir: redisDir, tied: true })
+  try {
+    const redisStore = await RedisStore.connect(`redis://127.0.0.1:${redisPort}`, createLogger('silent', 'bench'))
+    try {
+      await seed(redisStore, all)
+      const viaRedis = await lookupRate(new SubscriptionStore(redisStore, SUBS + 1), events)
+      report('index lookup + filters, redis-server', `${fmt(viaRedis.rate)} events/s (${fmt(viaRedis.matched)} matches)`, `memory store ${fmt(indexed)} events/s`)
+    } finally {
+      await redisStore.close()
+    }
+  } finally {
+    await terminate(redis).catch(() => undefined)
+    fs.rmSync(redisDir, { recursive: true, force: true })
+  }
 
   // The real worker on the memory bus: publish, consume, match, publish deliveries.
   const config = loadConfig({ LOG_LEVEL: 'silent', DATA_DIR: dir, SUBSCRIPTION_LIMIT_PER_APP: String(SUBS + 1) })
@@ -350,6 +382,8 @@ async function pipelineLatency(label: string, api: Runtime, streamRt: Runtime, b
   }
   const sentAt = new Map<string, number>()
   const latencies: number[] = []
+  /** Warm-up events still on their way (their latencies are not counted). */
+  const warming = new Set<string>()
   await new Promise<void>((resolve, reject) => {
     const req = http.get(`${streamRt.baseUrl}/2/activity/stream`, { headers: { authorization: `Bearer ${bearer}` }, agent: false }, (res) => {
       if (res.statusCode !== 200) return reject(new Error(`${label}: stream HTTP ${res.statusCode}`))
@@ -361,27 +395,35 @@ async function pipelineLatency(label: string, api: Runtime, streamRt: Runtime, b
         for (const p of parts) {
           if (p === '') continue
           const uuid = (JSON.parse(p) as { data?: { event_uuid: string } }).data?.event_uuid
+          if (uuid !== undefined && warming.delete(uuid)) continue
           const t = uuid === undefined ? undefined : sentAt.get(uuid)
           if (t !== undefined) latencies.push(performance.now() - t)
           if (process.env.BENCH_DEBUG && t !== undefined && latencies.length % 40 === 1) process.stdout.write(`  ${label} #${uuid} ${(performance.now() - t).toFixed(1)} ms\n`)
         }
       })
       res.on('error', () => undefined)
-      void (async () => {
-        const total = RATE * PACED_SECONDS
+      /** Sends `count` events at RATE; `phase` keeps their uuids apart. */
+      const paced = async (count: number, phase: number, sent: (uuid: string) => void): Promise<void> => {
         const start = performance.now()
-        for (let i = 0; i < total; i++) {
+        for (let i = 0; i < count; i++) {
           const due = start + (i * 1000) / RATE
           const wait = due - performance.now()
           if (wait > 0) await new Promise((r) => setTimeout(r, wait))
-          const uuid = uuidOf(3, i)
-          sentAt.set(uuid, performance.now())
+          const uuid = uuidOf(phase, i)
+          sent(uuid)
           void fetch(`${api.baseUrl}/admin/activity/events`, {
             method: 'POST',
             headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' },
             body: JSON.stringify(sampleEvent('profile.update.bio', users[i % users.length] as string, uuid))
           }).then((r) => r.arrayBuffer())
         }
+      }
+      void (async () => {
+        // Warm-up: the same traffic, not timed, until every line of it arrived (JIT, connections, consumer fetch loops).
+        await paced(WARMUP, 4, (uuid) => warming.add(uuid))
+        await until(() => warming.size === 0, 30_000, `${label} warm-up lines`).catch((err: unknown) => process.stdout.write(`  ${label}: ${(err as Error).message}\n`))
+        const total = RATE * PACED_SECONDS
+        await paced(total, 3, (uuid) => sentAt.set(uuid, performance.now()))
         await until(() => latencies.length >= total, 30_000, `${label} stream lines`).catch((err: unknown) => process.stdout.write(`  ${label}: ${(err as Error).message} (${latencies.length}/${total})\n`))
         req.destroy()
         resolve()

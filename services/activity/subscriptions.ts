@@ -8,11 +8,17 @@ import type { Direction, EventType } from './event-types'
  *   activity:sub:{subscription_id}          Subscription (JSON)
  *   activity:app-subs:{app_id}              sorted set: subscription ids by creation time (listing)
  *   activity:app-count:{app_id}             counter reserving places under SUBSCRIPTION_LIMIT_PER_APP
- *   activity:index:{event_type}:{user_id}   set of subscription ids: the matcher's O(1) lookup
+ *   activity:match:{event_type}:{user_id}   hash subscription_id -> Subscription (JSON): the matcher's
+ *                                           O(1) lookup, one HGETALL per event
  *
- * Every change is one atomic batch, so a matcher reading the index always
- * finds complete subscriptions, and every matcher instance sees a change as
- * soon as it is written (the index is read from the shared store per event).
+ * The match index holds whole subscriptions so the matcher needs one store
+ * round trip per event, not a set read followed by a multi-get. Every
+ * change writes the record and its index entry in one atomic batch, and
+ * every matcher instance sees a change as soon as it is written (the index
+ * is read from the shared store per event).
+ *
+ * Before the hash, the index was a set of ids (`activity:index:{type}:{user}`);
+ * `migrateLegacyIndex` rewrites such sets once, at the matcher's start.
  */
 
 export interface SubscriptionFilter {
@@ -47,7 +53,21 @@ export const ActivityKeys = {
   sub: (id: string) => `activity:sub:${id}`,
   appSubs: (appId: string) => `activity:app-subs:${appId}`,
   appCount: (appId: string) => `activity:app-count:${appId}`,
-  index: (eventType: string, userId: string) => `activity:index:${eventType}:${userId}`
+  match: (eventType: string, userId: string) => `activity:match:${eventType}:${userId}`,
+  /** The set-of-ids index of earlier versions (read only by the migration). */
+  legacyIndex: (eventType: string, userId: string) => `activity:index:${eventType}:${userId}`
+}
+
+export const LEGACY_INDEX_PREFIX = 'activity:index:'
+
+/** The writes that store a new subscription: its record, its listing entry, its match index entry. */
+export function createOps(sub: Subscription, score: number): StoreOp[] {
+  const json = JSON.stringify(sub)
+  return [
+    { op: 'set', key: ActivityKeys.sub(sub.subscription_id), value: json },
+    { op: 'zadd', key: ActivityKeys.appSubs(sub.app_id), score, member: sub.subscription_id },
+    { op: 'hset', key: ActivityKeys.match(sub.event_type, sub.filter.user_id), fields: { [sub.subscription_id]: json } }
+  ]
 }
 
 export function toPublic(sub: Subscription): PublicSubscription {
@@ -108,11 +128,7 @@ export class SubscriptionStore {
       updated_at: iso
     }
     try {
-      await this.store.batch([
-        { op: 'set', key: ActivityKeys.sub(sub.subscription_id), value: JSON.stringify(sub) },
-        { op: 'zadd', key: ActivityKeys.appSubs(sub.app_id), score: now.getTime(), member: sub.subscription_id },
-        { op: 'sadd', key: ActivityKeys.index(sub.event_type, sub.filter.user_id), members: [sub.subscription_id] }
-      ])
+      await this.store.batch(createOps(sub, now.getTime()))
     } catch (err) {
       await this.store.incr(ActivityKeys.appCount(input.app_id), -1)
       throw err
@@ -133,10 +149,18 @@ export class SubscriptionStore {
   /** Applies `changes`; undefined when the subscription was deleted meanwhile. */
   async update(sub: Subscription, changes: { tag?: string; webhook_id?: string }, now = new Date()): Promise<Subscription | undefined> {
     const next: Subscription = { ...sub, ...changes, updated_at: now.toISOString() }
-    await this.store.set(ActivityKeys.sub(sub.subscription_id), JSON.stringify(next))
-    // A delete that ran concurrently removed the listing entry first or last; never resurrect the record.
+    const json = JSON.stringify(next)
+    const match = ActivityKeys.match(sub.event_type, sub.filter.user_id)
+    await this.store.batch([
+      { op: 'set', key: ActivityKeys.sub(sub.subscription_id), value: json },
+      { op: 'hset', key: match, fields: { [sub.subscription_id]: json } }
+    ])
+    // A delete that ran concurrently may have finished before this write: never resurrect the record or its index entry.
     if ((await this.store.zscore(ActivityKeys.appSubs(sub.app_id), sub.subscription_id)) === undefined) {
-      await this.store.del(ActivityKeys.sub(sub.subscription_id))
+      await this.store.batch([
+        { op: 'del', key: ActivityKeys.sub(sub.subscription_id) },
+        { op: 'hdel', key: match, fields: [sub.subscription_id] }
+      ])
       return undefined
     }
     return next
@@ -146,7 +170,9 @@ export class SubscriptionStore {
    * Deletes the given subscriptions; returns those this call removed. The
    * record goes first (claiming it, so two concurrent deletes never both
    * decrement the app's count), then the listing and index entries in one
-   * batch. A matcher reading the index in between finds no record and skips it.
+   * batch, which deletes the record again in case a concurrent update wrote
+   * it back in between. A matcher may still match the subscription while its
+   * delete is in progress, never after the delete returned.
    */
   async delete(subs: Subscription[]): Promise<Subscription[]> {
     const claimed: Subscription[] = []
@@ -157,7 +183,8 @@ export class SubscriptionStore {
     for (const sub of claimed) {
       ops.push(
         { op: 'zrem', key: ActivityKeys.appSubs(sub.app_id), members: [sub.subscription_id] },
-        { op: 'srem', key: ActivityKeys.index(sub.event_type, sub.filter.user_id), members: [sub.subscription_id] }
+        { op: 'hdel', key: ActivityKeys.match(sub.event_type, sub.filter.user_id), fields: [sub.subscription_id] },
+        { op: 'del', key: ActivityKeys.sub(sub.subscription_id) }
       )
       byApp.set(sub.app_id, (byApp.get(sub.app_id) ?? 0) + 1)
     }
@@ -198,12 +225,36 @@ export class SubscriptionStore {
     return { items, ...(members.length > maxResults && last ? { next: { score: last.score, id: last.member } } : {}) }
   }
 
-  /** The matcher's lookup: subscriptions of (event_type, user_id), one set read and one multi-get. */
+  /** The matcher's lookup: subscriptions of (event_type, user_id), in one store round trip. */
   async candidates(eventType: string, userId: string): Promise<Subscription[]> {
-    const ids = await this.store.smembers(ActivityKeys.index(eventType, userId))
-    if (ids.length === 0) return []
-    const subs = await this.store.mgetJson<Subscription>(ids.map((id) => ActivityKeys.sub(id)))
-    return subs.filter((s): s is Subscription => s !== undefined)
+    const entries = await this.store.hgetall(ActivityKeys.match(eventType, userId))
+    const out: Subscription[] = []
+    for (const json of Object.values(entries)) {
+      try {
+        out.push(JSON.parse(json) as Subscription)
+      } catch {
+        // Only this service writes the index; an unreadable entry is skipped rather than failing every event of the user.
+      }
+    }
+    return out
+  }
+
+  /**
+   * Rewrites the set-of-ids index of earlier versions as match hashes (once:
+   * each legacy set is deleted in the same batch that writes its hash).
+   * Returns how many sets were converted.
+   */
+  async migrateLegacyIndex(): Promise<number> {
+    let converted = 0
+    for await (const key of this.store.scanPrefix(LEGACY_INDEX_PREFIX)) {
+      const ids = await this.store.smembers(key)
+      const subs = (await this.store.mgetJson<Subscription>(ids.map((id) => ActivityKeys.sub(id)))).filter((s): s is Subscription => s !== undefined)
+      const ops: StoreOp[] = subs.map((sub) => ({ op: 'hset', key: ActivityKeys.match(sub.event_type, sub.filter.user_id), fields: { [sub.subscription_id]: JSON.stringify(sub) } }))
+      ops.push({ op: 'del', key })
+      await this.store.batch(ops)
+      converted++
+    }
+    return converted
   }
 }
 

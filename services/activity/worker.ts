@@ -11,9 +11,11 @@ import { SubscriptionStore } from './subscriptions'
 
 /**
  * The matcher: a consumer group on `activity.events`. For each event it reads
- * the candidate subscriptions from the (event_type, user_id) index, applies
- * the keyword and direction filters, and publishes one delivery per match on
- * `activity.deliveries`. The handler resolves only after the deliveries are
+ * the candidate subscriptions from the (event_type, user_id) index (one store
+ * round trip), applies the keyword and direction filters, and publishes the
+ * event's deliveries on `activity.deliveries` together (one publishMany; the
+ * Kafka bus also joins the publishes of events handled concurrently into one
+ * produce request). The handler resolves only after the deliveries are
  * published, so the offset is committed only then (at least once); a failed
  * publish makes the bus hand the same event back.
  */
@@ -63,6 +65,8 @@ export async function startMatcher(ctx: ServiceContext): Promise<Worker> {
     metrics.matchSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9)
   }
 
+  const migrated = await subscriptions.migrateLegacyIndex()
+  if (migrated > 0) ctx.log.info({ migrated }, 'activity match index: converted legacy id sets to match hashes')
   const consumer = await ctx.bus.subscribe({ groupId: MATCHER_GROUP, topics: [TOPICS.activityEvents], handler })
   return { name: 'activity-matcher', close: () => consumer.close() }
 }
