@@ -241,6 +241,20 @@ export async function revokeAccessToken(store: Store, token: string): Promise<bo
   return true
 }
 
+/**
+ * The user takes an app's OAuth 1.0a access away (connected apps page): the
+ * access token the three-legged flow issued is invalidated and the approval
+ * forgotten, so the app has to ask again.
+ */
+export async function revokeAppAccess(store: Store, appId: string, userId: string): Promise<void> {
+  const token = await store.get(AuthKeys.userToken(appId, userId))
+  if (token !== undefined) await revokeAccessToken(store, token)
+  await store.batch([
+    { op: 'del', key: AuthKeys.grant(appId, userId) },
+    { op: 'del', key: AuthKeys.userToken(appId, userId) }
+  ])
+}
+
 // ------------------------------------------------------------------ OAuth 2.0 app-only bearer
 
 /**

@@ -6,7 +6,8 @@ import { AuthKeys, type AccessToken } from '../../services/common/auth/records'
 import { newSecret } from '../../services/common/ids'
 import { gatewayService } from '../../services/gateway/service'
 import { createApp, createUser, updateApp } from '../../services/gateway/identity'
-import { BACKENDS, oauthClient, OAuthClientError, startBackend } from './oauth-support'
+import { BACKENDS, oauthClient, OAuthClientError, send, startBackend, submitSignIn, verifierOf } from './oauth-support'
+import { authorize, CookieJar as OAuth2Jar, exchange, newClient } from './oauth2-support'
 
 /**
  * The whole three-legged OAuth 1.0a flow with real clients: the npm `oauth`
@@ -224,5 +225,66 @@ for (const backend of BACKENDS) {
     const after = await client.get(`${base}/1.1/account/verify_credentials.json`, access.token, access.secret)
     t.equal(after.status, 401)
     t.equal((JSON.parse(after.body) as { errors: Array<{ code: number }> }).errors[0]?.code, 89)
+  })
+}
+
+for (const backend of BACKENDS) {
+  t.test(`the connected apps page: a user revokes apps in a browser (${backend} store)`, async (t) => {
+    const rt = await startBackend(t, backend, {}, [gatewayService])
+    const base = rt.baseUrl
+    const store = rt.ctx.store
+    const password = 'correct horse battery'
+    const user = await createUser(store, screenName('carol'), password)
+    const verify = `${base}/1.1/account/verify_credentials.json`
+
+    // An OAuth 1.0a app and an OAuth 2.0 app, each authorized by the user through its flow.
+    const printer = await createApp(store, { name: 'Photo Printer', callback_urls: ['https://printer.example/cb'], access_level: 'read-write' })
+    const client = oauthClient(base, printer, 'https://printer.example/cb')
+    const step = await client.requestToken()
+    const answer = await submitSignIn(base, step.token, { screenName: user.screen_name, password })
+    const access = await client.accessToken(step.token, step.secret, verifierOf(answer))
+    t.equal((await client.get(verify, access.token, access.secret)).status, 200)
+    const calendar = await newClient(rt)
+    const code = await authorize(base, calendar, 'tweet.read offline.access', new OAuth2Jar(), user)
+    const tokens = await exchange(base, calendar, code.params, code.verifier)
+    t.ok(await store.exists(AuthKeys.bearer(tokens.access_token)), 'the OAuth 2.0 access token is live')
+
+    const page = await newPage(t)
+    await page.goto(`${base}/oauth/apps`)
+    t.match(await page.textContent('h1'), /Sign in to manage your connected apps/, 'not signed in: the page asks who you are')
+    await page.getByLabel('Username').fill(user.screen_name)
+    await page.getByLabel('Password').fill(password)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.waitForSelector('ul.apps')
+    t.match(await page.textContent('.account'), `@${user.screen_name}`)
+    const listed = page.locator('ul.apps > li')
+    t.same((await listed.locator('h2').allTextContents()).sort(), [calendar.app.name, 'Photo Printer'].sort(), 'both apps are listed')
+    const printerItem = listed.filter({ has: page.getByRole('heading', { name: 'Photo Printer' }) })
+    t.match(await printerItem.textContent(), /Create and delete posts/, 'with the access the user gave')
+
+    await printerItem.getByRole('button', { name: 'Revoke access' }).click()
+    await page.waitForLoadState()
+    t.same(await page.locator('ul.apps > li h2').allTextContents(), [calendar.app.name], 'Photo Printer is gone from the list')
+    const after = await client.get(verify, access.token, access.secret)
+    t.equal(after.status, 401, 'its access token no longer works')
+    t.equal((JSON.parse(after.body) as { errors: Array<{ code: number }> }).errors[0]?.code, 89)
+
+    // The approval went too: authenticate asks again, and its page links back here.
+    const again = await client.requestToken()
+    await page.goto(`${base}/oauth/authenticate?oauth_token=${encodeURIComponent(again.token)}`)
+    t.match(await page.textContent('h1'), /Authorize Photo Printer/, 'the app has to ask again')
+    await page.getByRole('link', { name: 'your connected apps page' }).click()
+    await page.waitForSelector('ul.apps')
+    t.equal(new URL(page.url()).pathname, '/oauth/apps', 'the consent page links to the connected apps page')
+
+    await page.getByRole('button', { name: 'Revoke access' }).click()
+    await page.waitForSelector('#no-apps')
+    t.notOk(await store.exists(AuthKeys.bearer(tokens.access_token)), 'the OAuth 2.0 access token is revoked')
+    const refresh = await send('POST', `${base}/2/oauth2/token`, { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${calendar.client.client_id}:${calendar.secret ?? ''}`).toString('base64')}` }, new URLSearchParams({ grant_type: 'refresh_token', refresh_token: tokens.refresh_token as string }).toString())
+    t.equal(refresh.status, 400, 'and so is its refresh token')
+
+    const forged = await send('POST', `${base}/oauth/apps`, { 'content-type': 'application/x-www-form-urlencoded' }, `app_id=${printer.id}&csrf_token=x`)
+    t.equal(forged.status, 403, 'a post without the page’s CSRF cookie is refused')
+    t.match(forged.headers.get('content-type'), /^text\/html/)
   })
 }

@@ -18,6 +18,7 @@ import { createHash } from 'node:crypto'
  *   auth:request-decision:{token}  "allow" | "deny": set once, so a request token is decided once
  *   auth:grant:{app_id}:{user_id}  Grant (JSON): the user approved the app (authenticate skips re-approval)
  *   auth:user-token:{app_id}:{user_id} the access token the three-legged flow issued (re-issued while valid)
+ *   auth:user-apps:{user_id}       sorted set app_id -> ms of the last approval (OAuth 1.0a or 2.0): the connected apps page
  *   auth:session:{sha256(id)}      SignInSession (JSON): a browser signed in on the sign-in page
  */
 
@@ -104,6 +105,7 @@ export const AuthKeys = {
   requestDecision: (token: string) => `auth:request-decision:${token}`,
   grant: (appId: string, userId: string) => `auth:grant:${appId}:${userId}`,
   userToken: (appId: string, userId: string) => `auth:user-token:${appId}:${userId}`,
+  userApps: (userId: string) => `auth:user-apps:${userId}`,
   session: (id: string) => `auth:session:${sha256Hex(id)}`
 }
 

@@ -74,6 +74,7 @@ export function registerAuthorizePages(app: FastifyInstance, ctx: ServiceContext
       appName: client.name,
       permissions: can,
       restrictions: cannot,
+      manageHref: 'apps',
       action: options.mode,
       hiddenFields,
       ...(options.signedIn

@@ -53,6 +53,11 @@ input:focus-visible{outline-offset:0;border-color:var(--focus)}
 .alert{margin:20px 0 0;padding:12px 14px;border-radius:10px;background:var(--bad-bg);color:var(--bad);font-weight:600}
 .pin{margin:22px 0 6px;padding:18px;border:2px dashed var(--line);border-radius:14px;text-align:center;font:800 38px/1.2 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;letter-spacing:.18em;user-select:all}
 .fine{margin-top:24px;color:var(--muted);font-size:13px}
+.apps>li{padding:14px 0;display:flex;flex-wrap:wrap;align-items:center;justify-content:space-between;gap:10px}
+.apps>li::before{content:none}
+.apps h2{margin:0;font-size:17px;text-transform:none;letter-spacing:0;color:var(--text)}
+.apps form{flex:none}
+.apps button{flex:none}
 @media (max-width:480px){main{padding:24px 20px;border-radius:14px}}
 `
 
@@ -120,6 +125,8 @@ export interface ConsentPage {
   screenName?: string
   /** Shown in an alert above the buttons (wrong password, too many attempts...). */
   error?: string
+  /** Link (relative to the page) to the page where the user revokes apps' access: connected-apps.ts. */
+  manageHref: string
 }
 
 /** The sign-in and consent page of the OAuth flows. */
@@ -149,7 +156,7 @@ ${alert}
 <button type="submit" class="secondary" name="decision" value="deny" id="deny" formnovalidate>Cancel</button>
 </div>
 </form>
-<p class="fine">You will be sent back to ${name}. You can revoke its access at any time; it never sees your password.</p>`
+<p class="fine">You will be sent back to ${name}. You can revoke its access at any time on <a href="${escapeHtml(page.manageHref)}">your connected apps page</a>; it never sees your password.</p>`
   return layout(`Authorize ${page.appName}`, body)
 }
 
@@ -162,6 +169,51 @@ export function renderPinPage(appName: string, pin: string): string {
 <p id="pin-help">Go back to ${name} and enter this PIN to finish signing in:</p>
 <p class="pin" id="oauth_pin" aria-describedby="pin-help"><code>${escapeHtml(pin)}</code></p>
 <p class="fine">The PIN works once and expires soon. If you did not start this, you can close this page: nothing happens without the PIN.</p>`
+  )
+}
+
+/** The sign-in form of the connected apps page (the consent page's box, without an app asking). */
+export function renderAccountSignInPage(page: { csrf: string; screenName?: string; error?: string }): string {
+  const alert = page.error ? `<p class="alert" role="alert" id="form-error">${escapeHtml(page.error)}</p>` : ''
+  return layout(
+    'Sign in to manage your connected apps',
+    `<h1>Sign in to manage your connected apps</h1>
+<form method="post" action="apps"${page.error ? ' aria-describedby="form-error"' : ''}>
+${hidden({ csrf_token: page.csrf })}
+<label for="screen_name">Username</label>
+<input type="text" id="screen_name" name="screen_name" autocomplete="username" autocapitalize="none" spellcheck="false" required maxlength="16" value="${escapeHtml(page.screenName ?? '')}"${page.screenName ? '' : ' autofocus'}>
+<label for="password">Password</label>
+<input type="password" id="password" name="password" autocomplete="current-password" required maxlength="1024"${page.screenName ? ' autofocus' : ''}>
+${alert}
+<div class="actions"><button type="submit" class="primary" id="sign-in">Sign in</button></div>
+</form>`
+  )
+}
+
+export interface ConnectedApp {
+  id: string
+  name: string
+  /** What the user allowed, in words. */
+  access: string[]
+}
+
+/** The apps the signed-in user authorized, each with a button that revokes its access. */
+export function renderConnectedAppsPage(page: { screenName: string; apps: ConnectedApp[]; csrf: string }): string {
+  const items = page.apps.map((app, i) => {
+    const heading = `app-${i}`
+    return `<li><div><h2 id="${heading}">${escapeHtml(app.name)}</h2>${list('can', app.access, heading)}</div>
+<form method="post" action="apps">${hidden({ csrf_token: page.csrf, app_id: app.id, decision: 'revoke' })}<button type="submit" class="secondary" aria-describedby="${heading}">Revoke access</button></form></li>`
+  })
+  const body =
+    page.apps.length === 0
+      ? '<p id="no-apps">No application has access to your account.</p>'
+      : `<ul class="apps" aria-label="Connected apps">${items.join('\n')}</ul>`
+  return layout(
+    'Connected apps',
+    `<h1>Connected apps</h1>
+<div class="account"><span>Signed in as <strong>@${escapeHtml(page.screenName)}</strong></span></div>
+<p>These applications can use your account. Revoking an application's access invalidates its tokens: it has to ask you again.</p>
+${body}`
   )
 }
 

@@ -112,7 +112,11 @@ export async function recordGrant(store: Store, appId: string, userId: string, l
   const previous = await getGrant(store, appId, userId)
   const highest = previous && ACCESS_LEVELS.indexOf(previous.access_level) > ACCESS_LEVELS.indexOf(level) ? previous.access_level : level
   const grant: Grant = { app_id: appId, user_id: userId, access_level: highest, granted_at: new Date().toISOString() }
-  await store.setJson(AuthKeys.grant(appId, userId), grant)
+  await store.batch([
+    { op: 'set', key: AuthKeys.grant(appId, userId), value: JSON.stringify(grant) },
+    // The connected apps page lists the user's apps from here.
+    { op: 'zadd', key: AuthKeys.userApps(userId), score: Date.now(), member: appId }
+  ])
 }
 
 /** Whether a grant already covers `level` (oauth/authenticate then skips the consent page). */

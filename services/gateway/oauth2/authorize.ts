@@ -121,6 +121,8 @@ export function registerAuthorizeRoutes(app: FastifyInstance, ctx: ServiceContex
       appName: client.name,
       permissions: describeScopes(pending.scopes).map((s) => s.text),
       restrictions: ['See your password.'],
+      // Both paths of this page are two levels deep: /i/oauth2/authorize and /2/oauth2/authorize.
+      manageHref: '../../oauth/apps',
       action: 'authorize',
       hiddenFields,
       ...(options.signedIn ? { signedInAs: options.signedIn.screen_name } : {}),

@@ -164,11 +164,14 @@ async function issueTokens(store: Store, config: Config, grant: Grant): Promise<
     { op: 'sadd', key: OAuth2Keys.grantKeys(grant.grant_id), members: keys },
     { op: 'pexpire', key: OAuth2Keys.grantKeys(grant.grant_id), ttlMs: lifetime },
     { op: 'pexpire', key: OAuth2Keys.grant(grant.grant_id), ttlMs: lifetime },
-    { op: 'zadd', key: OAuth2Keys.appGrants(grant.app_id), score: now + lifetime, member: grant.grant_id }
+    { op: 'zadd', key: OAuth2Keys.appGrants(grant.app_id), score: now + lifetime, member: grant.grant_id },
+    { op: 'zadd', key: OAuth2Keys.userGrants(grant.user_id), score: now + lifetime, member: grant.grant_id },
+    { op: 'zadd', key: AuthKeys.userApps(grant.user_id), score: now, member: grant.app_id }
   )
   await store.batch(ops)
-  // Forget grants of this app that have expired on their own.
+  // Forget grants of this app and of this user that have expired on their own.
   await store.zpopByScore(OAuth2Keys.appGrants(grant.app_id), now, 100)
+  await store.zpopByScore(OAuth2Keys.userGrants(grant.user_id), now, 100)
   const issued: IssuedTokens = { access_token: accessToken, expires_in: Math.round(config.oauth2AccessTokenTtlMs / 1000), scopes: grant.scopes }
   if (refreshToken !== undefined) issued.refresh_token = refreshToken
   return issued
@@ -214,8 +217,25 @@ export async function revokeGrant(store: Store, grantId: string): Promise<void> 
   const grant = await getGrant(store, grantId)
   const ops: Parameters<Store['batch']>[0] = keys.map((key) => ({ op: 'del' as const, key }))
   ops.push({ op: 'del', key: OAuth2Keys.grantKeys(grantId) }, { op: 'del', key: OAuth2Keys.grant(grantId) })
-  if (grant) ops.push({ op: 'zrem', key: OAuth2Keys.appGrants(grant.app_id), members: [grantId] })
+  if (grant) {
+    ops.push({ op: 'zrem', key: OAuth2Keys.appGrants(grant.app_id), members: [grantId] }, { op: 'zrem', key: OAuth2Keys.userGrants(grant.user_id), members: [grantId] })
+  }
   await store.batch(ops)
+}
+
+/** The user's live grants (all apps), for the connected apps page. */
+export async function userGrants(store: Store, userId: string): Promise<Grant[]> {
+  await store.zpopByScore(OAuth2Keys.userGrants(userId), Date.now(), 100)
+  const ids = await store.zrange(OAuth2Keys.userGrants(userId), 0, -1)
+  const grants = await store.mgetJson<Grant>(ids.map((m) => OAuth2Keys.grant(m.member)))
+  return grants.filter((g): g is Grant => g !== undefined)
+}
+
+/** Revokes every grant the user gave the app (the user revoked its access); how many there were. */
+export async function revokeUserAppGrants(store: Store, userId: string, appId: string): Promise<number> {
+  const grants = (await userGrants(store, userId)).filter((g) => g.app_id === appId)
+  for (const grant of grants) await revokeGrant(store, grant.grant_id)
+  return grants.length
 }
 
 /** Revokes every grant of an app (its OAuth 2.0 client was removed). */

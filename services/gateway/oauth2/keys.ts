@@ -14,6 +14,7 @@ import { sha256Hex } from '../../common/auth/records'
  *   auth:oauth2-grant-revoked:{grant_id}       "1": the grant was revoked, possibly before its tokens were written
  *   auth:oauth2-grant-keys:{grant_id}          set of the grant's token keys (revocation)
  *   auth:oauth2-app-grants:{app_id}            sorted set grant_id -> expiry ms
+ *   auth:oauth2-user-grants:{user_id}          sorted set grant_id -> expiry ms (the connected apps page)
  *   auth:oauth2-refresh:{sha256(token)}        RefreshRecord (JSON), TTL OAUTH2_REFRESH_TOKEN_TTL
  *   auth:oauth2-refresh-used:{sha256(token)}   grant_id of a rotated refresh token (replay detection)
  */
@@ -26,6 +27,7 @@ export const OAuth2Keys = {
   grantKeys: (grantId: string) => `auth:oauth2-grant-keys:${grantId}`,
   grantRevoked: (grantId: string) => `auth:oauth2-grant-revoked:${grantId}`,
   appGrants: (appId: string) => `auth:oauth2-app-grants:${appId}`,
+  userGrants: (userId: string) => `auth:oauth2-user-grants:${userId}`,
   refresh: (token: string) => `auth:oauth2-refresh:${sha256Hex(token)}`,
   refreshUsed: (token: string) => `auth:oauth2-refresh-used:${sha256Hex(token)}`
 }
