@@ -100,6 +100,7 @@ export class OutboxRelay {
   private readonly running = new Map<number, Promise<void>>()
   private readonly again = new Set<number>()
   private readonly busyRetries = new Map<number, NodeJS.Timeout>()
+  private readonly busyAttempts = new Map<number, number>()
   private sweepTimer: NodeJS.Timeout | undefined
   private closed = false
   private readonly published: Counter | undefined
@@ -147,6 +148,7 @@ export class OutboxRelay {
         const outcome = await this.drainOnce(p)
         if (outcome === 'busy') this.retryWhenFree(p)
         if (outcome !== 'drained') break
+        this.busyAttempts.delete(p)
       } while (this.again.has(p) && !this.closed)
     })().finally(() => this.running.delete(p))
     this.running.set(p, run)
@@ -192,20 +194,31 @@ export class OutboxRelay {
     clearTimeout(timer)
   }
 
-  /** Another relay holds the lease: it may have checked the queue before our record landed, so look again soon. */
+  /**
+   * Another relay holds the lease: it may have checked the queue before our
+   * record landed, so look again soon, backing off; past the sweep period
+   * the sweep takes over (the holder may be stuck on a broker outage).
+   */
   private retryWhenFree(p: number): void {
     if (this.closed || this.busyRetries.has(p)) return
+    const attempt = this.busyAttempts.get(p) ?? 0
+    const delay = (this.options.busyRetryMs ?? 50) * 2 ** attempt
+    if (delay > (this.options.sweepMs ?? 1000)) {
+      this.busyAttempts.delete(p)
+      return
+    }
+    this.busyAttempts.set(p, attempt + 1)
     const timer = setTimeout(() => {
       this.busyRetries.delete(p)
       void this.drain(p)
-    }, this.options.busyRetryMs ?? 50)
+    }, delay)
     timer.unref()
     this.busyRetries.set(p, timer)
   }
 
   private async drainOnce(p: number): Promise<DrainOutcome> {
     const { store, log } = this.options
-    const leaseMs = this.options.leaseMs ?? 30_000
+    const leaseMs = this.options.leaseMs ?? 15_000
     const token = newUuid()
     const lease = OutboxKeys.lease(p)
     try {
