@@ -182,6 +182,12 @@ export class ReverseProxy {
       // Long-lived streams: no buffering, flush each chunk as it arrives.
       answer.pipe(res)
       res.on('close', () => answer.destroy())
+      // An upstream that dies mid-response (a killed stream node) fails the response, not the
+      // request, and pipe() leaves the client waiting forever: cut the client off so it reconnects.
+      answer.on('error', () => res.destroy())
+      answer.on('close', () => {
+        if (!answer.complete) res.destroy()
+      })
     })
     upstream.on('error', (err: NodeJS.ErrnoException) => {
       if (res.headersSent) {

@@ -135,6 +135,31 @@ t.test('streamed responses are relayed chunk by chunk', async (t) => {
   t.equal(rest, '{"data":2}\r\n')
 })
 
+t.test('a stream whose upstream dies mid-response is cut off at the client, so it can reconnect', async (t) => {
+  let kill: (() => void) | undefined
+  const stream = await upstream(t, 'stream', (req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.write('{"data":1}\r\n')
+    // What kill -9 of a stream node does to its sockets: they close with the response unfinished.
+    kill = () => req.socket.destroy()
+  })
+  const { base } = await proxyWith(t, { stream: [stream.url] })
+  const res = await fetch(`${base}/2/activity/stream`)
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+  const first = await reader.read()
+  t.equal(new TextDecoder().decode(first.value), '{"data":1}\r\n')
+  kill?.()
+  // Without the fix the read below never settles; tap's timeout would fail the test, this bounds it sooner.
+  const ended = await Promise.race([
+    reader.read().then(
+      (r) => (r.done ? 'ended' : 'more data'),
+      () => 'failed'
+    ),
+    new Promise<string>((resolve) => setTimeout(() => resolve('still open after 5 s'), 5000).unref())
+  ])
+  t.equal(ended, 'failed', 'the client sees its response fail (not a clean end it would take for the stream closing normally)')
+})
+
 t.test('a refusing upstream is skipped; with none left the answer is a 502 in the path’s interface shape', async (t) => {
   const live = await upstream(t, 'stream-2')
   const dead = `http://127.0.0.1:${await freePort()}`

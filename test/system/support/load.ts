@@ -55,8 +55,8 @@ export class LoadGenerator {
 
   constructor(private readonly options: LoadOptions) {
     runCounter++
-    // 13 digits of time + 2 of run + 4 of sequence: unique, numeric, 19 digits.
-    this.prefix = `${Date.now()}${String(runCounter % 100).padStart(2, '0')}`
+    // 1, 10 digits of time + 2 of run + 6 of sequence: unique, numeric, 19 digits (bursts of thousands fit).
+    this.prefix = `1${String(Date.now() % 1e10).padStart(10, '0')}${String(runCounter % 100).padStart(2, '0')}`
   }
 
   start(): this {
@@ -66,9 +66,14 @@ export class LoadGenerator {
     return this
   }
 
-  /** Sends `count` events at once (outside the steady rate). */
-  burst(count: number): Promise<void> {
-    return this.fire(count)
+  /**
+   * Sends `count` events in one batch (outside the steady rate); resolves
+   * with their event_uuids once acknowledged (or given up on: see stop).
+   */
+  async burst(count: number): Promise<string[]> {
+    const uuids: string[] = []
+    await this.fire(count, uuids)
+    return uuids
   }
 
   /**
@@ -90,12 +95,12 @@ export class LoadGenerator {
     return { published: this.published, generated: this.generated, retries: this.retries, failures: this.failures }
   }
 
-  private fire(count: number): Promise<void> {
+  private fire(count: number, names: string[] = []): Promise<void> {
     const events: Array<{ uuid: string; user: string; line: string }> = []
     const now = new Date().toISOString()
     for (let i = 0; i < count; i++) {
       this.seq++
-      const uuid = `${this.prefix}${String(this.seq).padStart(4, '0')}`
+      const uuid = `${this.prefix}${String(this.seq).padStart(6, '0')}`
       const user = this.options.users[this.seq % this.options.users.length] as string
       const event = {
         event_uuid: uuid,
@@ -105,6 +110,7 @@ export class LoadGenerator {
         payload: { id: uuid, text: `fault test post ${this.seq}`, author_id: user, created_at: now }
       }
       events.push({ uuid, user, line: JSON.stringify(event) })
+      names.push(uuid)
     }
     this.generated += count
     const body = `${events.map((e) => e.line).join('\n')}\n`

@@ -31,6 +31,8 @@ function sameString(a: string, b: string): boolean {
 export class CountingReceiver {
   /** event_uuid -> times received, per kind. */
   readonly received: Record<DeliveryKind, Map<string, number>> = { activity: new Map(), 'account-activity': new Map() }
+  /** payload.id of activity envelopes -> times received (posts made through the ads interface are known by id only). */
+  readonly payloadIds = new Map<string, number>()
   badSignatures = 0
   /** POSTs whose body was neither kind (replay job notices are ignored, not counted here). */
   unrecognised = 0
@@ -136,6 +138,8 @@ export class CountingReceiver {
     if (data && typeof data === 'object' && 'event_uuid' in data) {
       kind = 'activity'
       uuid = data.event_uuid
+      const payloadId = (data.payload as Record<string, unknown> | undefined)?.id
+      if (typeof payloadId === 'string') this.payloadIds.set(payloadId, (this.payloadIds.get(payloadId) ?? 0) + 1)
     } else if ('for_user_id' in json) {
       kind = 'account-activity'
       uuid = json.event_uuid

@@ -10,6 +10,8 @@ import http from 'node:http'
 
 export class StreamClient {
   readonly received = new Map<string, number>()
+  /** payload.id of every envelope seen (posts made through the ads interface are known by id only). */
+  readonly payloadIds = new Set<string>()
   connections = 0
   /** `disconnect_type`s (or `connection error`) of the ends seen. */
   readonly ends: string[] = []
@@ -101,7 +103,7 @@ export class StreamClient {
   }
 
   private line(text: string): void {
-    let json: { data?: { event_uuid?: unknown }; errors?: Array<{ disconnect_type?: string }> }
+    let json: { data?: { event_uuid?: unknown; payload?: { id?: unknown } }; errors?: Array<{ disconnect_type?: string }> }
     try {
       json = JSON.parse(text) as typeof json
     } catch {
@@ -113,6 +115,8 @@ export class StreamClient {
       return
     }
     const uuid = json.data?.event_uuid
+    const payloadId = json.data?.payload?.id
+    if (typeof payloadId === 'string') this.payloadIds.add(payloadId)
     if (typeof uuid === 'string') this.received.set(uuid, (this.received.get(uuid) ?? 0) + 1)
   }
 

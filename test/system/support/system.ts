@@ -2,7 +2,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { Test } from 'tap'
-import { freePort } from '../../../scripts/local-infra'
+import { loadRoutes, servicesOf, upstreamEnvName } from '../../../scripts/proxy'
 import { LOCAL_SERVICES } from '../../../scripts/up'
 import { TOPICS } from '../../../services/common/bus/types'
 import type { Bus } from '../../../services/common/bus/types'
@@ -44,6 +44,8 @@ export interface SystemOptions {
   services?: ReadonlyArray<{ name: string; instances: number }>
   env?: Record<string, string>
   brokers?: number
+  /** Also run the reverse proxy of `make up` (scripts/proxy.ts) in front of the services. */
+  proxy?: boolean
 }
 
 export interface System {
@@ -65,6 +67,28 @@ export interface System {
   diagnostics(lines?: number): string
   /** Crashes (exits nobody asked for) of every instance. */
   crashes(): string[]
+  /** The reverse proxy's process (with `proxy: true`): its url is {base_url} of the whole system. */
+  readonly proxy: ServiceProcess | undefined
+}
+
+/**
+ * A stream node's identity: its consumer group on activity.deliveries is
+ * named from it, so a restarted node resumes its own group. Locally every
+ * node runs on one host, so the default (host name + port) would not tell
+ * them apart across restarts on another port: each gets its instance name.
+ */
+export function streamNodeEnv(service: string, instance: string): Record<string, string> {
+  return service === 'stream' ? { STREAM_NODE_ID: instance } : {}
+}
+
+/** The proxy's <SERVICE>_UPSTREAM variables: every instance of each service the route table names. */
+function upstreamEnv(processes: ServiceProcess[]): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const service of servicesOf(loadRoutes())) {
+    const urls = service === 'gateway-sandbox' ? processes.filter((p) => p.service === 'gateway').map((p) => p.sandboxUrl) : processes.filter((p) => p.service === service).map((p) => p.url)
+    env[upstreamEnvName(service)] = urls.filter((u) => u !== '').join(',')
+  }
+  return env
 }
 
 export async function startSystem(t: Test, options: SystemOptions = {}): Promise<System> {
@@ -88,16 +112,17 @@ export async function startSystem(t: Test, options: SystemOptions = {}): Promise
         new ServiceProcess({
           service: name,
           instance,
-          port: await freePort(),
-          sandboxPort: await freePort(),
-          env: { ...env, DATA_DIR: path.join(logDir, 'data', instance), KAFKA_CLIENT_ID: `fault-${instance}` },
+          env: { ...env, ...streamNodeEnv(name, instance), DATA_DIR: path.join(logDir, 'data', instance), KAFKA_CLIENT_ID: `fault-${instance}` },
           logDir
         })
       )
     }
   }
+  let proxy: ServiceProcess | undefined
+  const everyProcess = (): ServiceProcess[] => (proxy ? [...processes, proxy] : processes)
   // Registered after Kafka's and Redis's: tap runs teardowns in reverse, so the services stop first.
   t.teardown(async () => {
+    await proxy?.stop(5000)
     await Promise.allSettled(processes.map((p) => p.stop(5000)))
     // FAULT_KEEP_LOGS=1 keeps them after a passing run too.
     if (t.passing() && !process.env.FAULT_KEEP_LOGS) fs.rmSync(logDir, { recursive: true, force: true })
@@ -105,6 +130,9 @@ export async function startSystem(t: Test, options: SystemOptions = {}): Promise
   })
 
   const system: System = {
+    get proxy() {
+      return proxy
+    },
     redis,
     kafka,
     store,
@@ -116,12 +144,12 @@ export async function startSystem(t: Test, options: SystemOptions = {}): Promise
       if (!p) throw new Error(`no instance ${name}; have ${processes.map((x) => x.name).join(', ')}`)
       return p
     },
-    urls: (service) => processes.filter((p) => p.service === service && p.running).map((p) => p.url),
+    urls: (service) => processes.filter((p) => p.service === service && p.running && p.url !== '').map((p) => p.url),
     async waitAllReady(timeoutMs = 60_000) {
       await Promise.all(processes.map((p) => p.waitReady(timeoutMs)))
     },
-    diagnostics: (lines = 25) => processes.map((p) => `== ${p.name} (pid ${p.pid ?? '-'}, started ${p.starts}x)\n${p.logTail(lines)}`).join('\n'),
-    crashes: () => processes.flatMap((p) => p.crashes.map((c) => `${p.name} exited on its own (code ${c.code}, signal ${c.signal})`))
+    diagnostics: (lines = 25) => everyProcess().map((p) => `== ${p.name} (pid ${p.pid ?? '-'}, started ${p.starts}x)\n${p.logTail(lines)}`).join('\n'),
+    crashes: () => everyProcess().flatMap((p) => p.crashes.map((c) => `${p.name} exited on its own (code ${c.code}, signal ${c.signal})`))
   }
 
   // Spawned together: startup is mostly loading and compiling, which the two cores share.
@@ -131,6 +159,11 @@ export async function startSystem(t: Test, options: SystemOptions = {}): Promise
   } catch (err) {
     t.comment(system.diagnostics())
     throw err
+  }
+  if (options.proxy) {
+    // Started once every upstream printed its port; the upstream list is fixed from then on (restarts keep ports).
+    proxy = new ServiceProcess({ service: 'proxy', instance: 'proxy', script: path.join('scripts', 'proxy.ts'), readyLine: 'proxy listening on', probeReadyz: false, env: { ...env, ...upstreamEnv(processes) }, logDir })
+    await proxy.start(60_000)
   }
   return system
 }

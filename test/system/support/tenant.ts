@@ -2,6 +2,9 @@ import { createHmac } from 'node:crypto'
 import OAuth from 'oauth-1.0a'
 import type { Test } from 'tap'
 import type { AccessToken, App, User } from '../../../services/common/auth/records'
+import { partitionFor } from '../../../services/common/bus/partitioner'
+import { loadTopics } from '../../../services/common/bus/topics'
+import { TOPICS } from '../../../services/common/bus/types'
 import { newNumericId } from '../../../services/common/ids'
 import { createApp, createUser, issueAccessToken, issueBearer } from '../../../services/gateway/identity'
 import { startCountingReceiver, type CountingReceiver } from './receiver'
@@ -24,7 +27,7 @@ export interface Tenant {
   bearer: string
   receiver: CountingReceiver
   webhookId: string
-  /** user_ids with an activity subscription (the first is `user.id`). */
+  /** user_ids with an activity subscription (the first is `user.id`); together they cover every partition of activity.events. */
   followed: string[]
 }
 
@@ -60,13 +63,59 @@ function oauth1Header(method: string, url: string, app: App, token: AccessToken)
   return { ...oauth.toHeader(oauth.authorize({ url, method }, { key: token.token, secret: token.secret })) }
 }
 
+/**
+ * `first` plus as many new user ids as it takes for the users to land on
+ * every partition of activity.events (keyed by user_id), so a burst of
+ * their events gives every matcher work, whichever partitions it owns.
+ */
+export function usersCoveringPartitions(first: string, atLeast: number): string[] {
+  const spec = loadTopics().topics.find((x) => x.name === TOPICS.activityEvents)
+  const partitions = spec?.partitions ?? 1
+  const users = [first]
+  const covered = new Set([partitionFor(first, partitions)])
+  while (covered.size < partitions || users.length < atLeast) {
+    const id = newNumericId()
+    const partition = partitionFor(id, partitions)
+    if (covered.has(partition) && users.length >= atLeast) continue
+    covered.add(partition)
+    users.push(id)
+  }
+  return users
+}
+
 function first(urls: string[], service: string): string {
   const url = urls[0]
   if (url === undefined) throw new Error(`no running ${service} instance`)
   return url
 }
 
-export async function setUpTenant(t: Test, system: System, followedUsers = 4): Promise<Tenant> {
+export interface TenantOptions {
+  /** At least this many followed users (more when it takes more to cover every partition). */
+  followedUsers?: number
+  /**
+   * Stream-only subscriptions of a second application on each followed user:
+   * every event then fans out to 1 + fanOut deliveries (as a popular
+   * account's events do), so a matcher working through a burst always holds
+   * many deliveries it has not published yet. Default 0.
+   */
+  fanOut?: number
+}
+
+/** A second application with `perUser` stream-only subscriptions on each user (nobody streams it: only the matchers feel it). */
+async function addFanOut(system: System, activity: string, users: string[], perUser: number): Promise<void> {
+  if (perUser <= 0) return
+  const other = await createApp(system.store, { name: `fan-out app ${process.pid}`, access_level: 'read', callback_urls: ['http://127.0.0.1/callback'] })
+  const { token } = await issueBearer(system.store, other)
+  for (const userId of users) {
+    for (let i = 0; i < perUser; i++) {
+      const sub = await call('POST', `${activity}/2/activity/subscriptions`, { authorization: `Bearer ${token}` }, { event_type: 'post.create', filter: { user_id: userId }, tag: `fan-out-${i}` })
+      if (sub.status !== 200) throw new Error(`fan-out subscription failed: ${sub.status} ${sub.text}`)
+    }
+  }
+}
+
+export async function setUpTenant(t: Test, system: System, options: TenantOptions = {}): Promise<Tenant> {
+  const followedUsers = options.followedUsers ?? 4
   const app = await createApp(system.store, { name: `fault app ${process.pid}`, access_level: 'read-write-dm', callback_urls: ['http://127.0.0.1/callback'] })
   const user = await createUser(system.store, `fault_${process.pid % 100000}`, 'correct horse battery')
   const token = await issueAccessToken(system.store, app, user, 'read-write-dm')
@@ -80,12 +129,14 @@ export async function setUpTenant(t: Test, system: System, followedUsers = 4): P
   const webhook = created.json.data as { id: string; valid: boolean }
   if (!webhook.valid) throw new Error(`the webhook was registered invalid: ${created.text}`)
 
-  const followed = [user.id, ...Array.from({ length: followedUsers - 1 }, () => newNumericId())]
+  const followed = usersCoveringPartitions(user.id, followedUsers)
   const activity = first(system.urls('activity'), 'activity')
   for (const userId of followed) {
     const sub = await call('POST', `${activity}/2/activity/subscriptions`, auth, { event_type: 'post.create', filter: { user_id: userId }, tag: 'fault-tests', webhook_id: webhook.id })
     if (sub.status !== 200) throw new Error(`activity subscription failed: ${sub.status} ${sub.text}`)
   }
+
+  await addFanOut(system, activity, followed, options.fanOut ?? 0)
 
   const aaaUrl = `${webhooks}/2/account_activity/webhooks/${webhook.id}/subscriptions/all`
   const aaa = await call('POST', aaaUrl, oauth1Header('POST', aaaUrl, app, token))

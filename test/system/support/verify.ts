@@ -1,5 +1,7 @@
 import type { Test } from 'tap'
+import { queryEntries } from '../../../services/account-history/history'
 import { eventually } from '../../support/util'
+import type { AdsPostLoad } from './ads-load'
 import type { LoadGenerator } from './load'
 import type { DeliveryKind } from './receiver'
 import type { StreamClient } from './stream-client'
@@ -26,6 +28,22 @@ export interface Accounting {
   /** Deliveries the scenario expects to be reported missing rather than delivered. Default: none. */
   expectReportedMissing?: 'none' | 'all'
   timeoutMs?: number
+  /** Posts made through the gateway's ads interface: each must reach the webhook, the stream and account history. */
+  ads?: { load: AdsPostLoad; accountId: string }
+}
+
+/** Acknowledged ads posts not (yet) seen on the webhook, on the stream, and in account history. */
+async function adsGaps(a: Accounting): Promise<{ webhook: string[]; stream: string[]; history: string[] }> {
+  if (!a.ads) return { webhook: [], stream: [], history: [] }
+  const ids = a.ads.load.published
+  const webhook = ids.filter((id) => !a.tenant.receiver.payloadIds.has(id))
+  const stream = a.stream ? ids.filter((id) => !a.stream?.payloadIds.has(id)) : []
+  const history: string[] = []
+  for (const id of ids) {
+    const entries = await queryEntries(a.system.store, { accountId: a.ads.accountId, entityType: 'TWEET', entityId: id, fromMs: 0, toMs: Date.now() + 3_600_000 })
+    if (!entries.some((e) => e.change_type === 'CREATE')) history.push(id)
+  }
+  return { webhook, stream, history }
 }
 
 interface KindResult {
@@ -71,7 +89,11 @@ function streamMissing(a: Accounting): string[] {
 export async function expectEveryEventAccountedFor(t: Test, label: string, a: Accounting): Promise<void> {
   const timeoutMs = a.timeoutMs ?? 60_000
   const started = Date.now()
-  const balanced = (): boolean => tally(a, 'activity').missing.length === 0 && tally(a, 'account-activity').missing.length === 0 && streamMissing(a).length === 0
+  const balanced = async (): Promise<boolean> => {
+    if (tally(a, 'activity').missing.length > 0 || tally(a, 'account-activity').missing.length > 0 || streamMissing(a).length > 0) return false
+    const gaps = await adsGaps(a)
+    return gaps.webhook.length + gaps.stream.length + gaps.history.length === 0
+  }
   await eventually(balanced, timeoutMs, 200).catch(() => undefined)
   const waited = Date.now() - started
 
@@ -94,6 +116,17 @@ export async function expectEveryEventAccountedFor(t: Test, label: string, a: Ac
   if (a.stream) t.equal(streamGaps.length, 0, `${label}: the stream consumer saw every event (missing ${streamGaps.length}${streamGaps.length > 0 ? `, first ${streamGaps.slice(0, 5).join(', ')}` : ''})`)
   t.equal(a.tenant.receiver.badSignatures, 0, `${label}: every POST carried a valid signature`)
   t.same(a.system.crashes(), [], `${label}: no service process exited on its own`)
+  if (a.ads) {
+    const ads = a.ads.load
+    const gaps = await adsGaps(a)
+    const first = (xs: string[]): string => (xs.length > 0 ? ` (first: ${xs.slice(0, 5).join(', ')})` : '')
+    t.equal(ads.refused, undefined, `${label}: the gateway accepted every ads post`)
+    t.equal(ads.unacknowledged, 0, `${label}: every ads post was acknowledged in the end`)
+    t.ok(ads.published.length > 0, `${label}: posts were made through the gateway (${ads.published.length}; ${ads.retries} retries ${JSON.stringify(ads.failures)})`)
+    t.equal(gaps.webhook.length, 0, `${label}: every ads post reached the webhook as post.create (lost ${gaps.webhook.length})${first(gaps.webhook)}`)
+    if (a.stream) t.equal(gaps.stream.length, 0, `${label}: every ads post reached the stream consumer (lost ${gaps.stream.length})${first(gaps.stream)}`)
+    t.equal(gaps.history.length, 0, `${label}: every ads post is in account history (lost ${gaps.history.length})${first(gaps.history)}`)
+  }
 
   const streamLine = a.stream ? `; stream: ${a.stream.unique} unique, ${a.stream.duplicates()} duplicates, ${a.stream.connections} connections` : ''
   t.comment(

@@ -1,0 +1,113 @@
+import type { AccessToken, App, User } from '../../../services/common/auth/records'
+import { authorizationHeader } from '../../../services/common/auth/oauth1'
+
+/**
+ * Load through the gateway (issue 9: a gateway kill must matter on the
+ * event path): an advertiser posting organic posts through the ads interface
+ * (`POST /12/accounts/:id/tweet`, nullcast=false, signed OAuth 1.0a user
+ * context). The gateway stores each post, publishes its entity change on
+ * `ads.entity-changes` (account history records it) and its `post.create`
+ * on `activity.events` (the matcher delivers it to the author's activity
+ * subscription and to stream consumers). A post counts as published only
+ * once the gateway answered 200 with its id; a failed request is retried
+ * (a post whose answer was lost is made again under a new id and is not
+ * counted: only acknowledged ids are held to account).
+ */
+
+export interface AdsPostOptions {
+  /** Base URL(s) of the ads interface, read at every attempt. */
+  targets: () => string[]
+  app: App
+  user: User
+  token: AccessToken
+  accountId: string
+  /** Posts per second. */
+  rate: number
+}
+
+export class AdsPostLoad {
+  /** Acknowledged post ids. */
+  readonly published: string[] = []
+  attempts = 0
+  retries = 0
+  readonly failures: Record<string, number> = {}
+  /** A refusal of a well-formed post (a 4xx other than 429): the test fails with it. */
+  refused: Error | undefined
+  private timer: NodeJS.Timeout | undefined
+  private readonly pending = new Set<Promise<void>>()
+  private seq = 0
+  private next = 0
+  private giveUpAt = Number.POSITIVE_INFINITY
+  private generated = 0
+
+  constructor(private readonly options: AdsPostOptions) {}
+
+  start(): this {
+    this.timer = setInterval(() => this.fire(), Math.max(20, Math.round(1000 / this.options.rate)))
+    return this
+  }
+
+  get unacknowledged(): number {
+    return this.generated - this.published.length
+  }
+
+  /** Stops posting and waits (bounded) for the posts still being retried. */
+  async stop(timeoutMs = 60_000): Promise<void> {
+    if (this.timer) clearInterval(this.timer)
+    this.timer = undefined
+    this.giveUpAt = Date.now() + timeoutMs
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending])
+  }
+
+  private fire(): void {
+    this.generated++
+    const text = `ads fault post ${++this.seq}`
+    const run = this.post(text).then(
+      (id) => {
+        if (id !== undefined) this.published.push(id)
+      },
+      (err: unknown) => {
+        this.refused ??= err as Error
+      }
+    )
+    this.pending.add(run)
+    void run.finally(() => this.pending.delete(run))
+  }
+
+  private async post(text: string): Promise<string | undefined> {
+    const { app, user, token, accountId } = this.options
+    for (let attempt = 0; ; attempt++) {
+      const targets = this.options.targets()
+      const base = targets.length > 0 ? targets[this.next++ % targets.length] : undefined
+      if (base !== undefined) {
+        const url = new URL(`/12/accounts/${accountId}/tweet`, base)
+        url.searchParams.set('as_user_id', user.id)
+        url.searchParams.set('nullcast', 'false')
+        url.searchParams.set('text', text)
+        this.attempts++
+        try {
+          const authorization = authorizationHeader('POST', url.toString(), { key: app.consumer_key, secret: app.consumer_secret }, { key: token.token, secret: token.secret })
+          const res = await fetch(url, { method: 'POST', headers: { authorization }, signal: AbortSignal.timeout(5000) })
+          const body = await res.text()
+          if (res.status === 200) {
+            const id = (JSON.parse(body) as { data?: { id_str?: string } }).data?.id_str
+            if (typeof id !== 'string') throw new Error(`ads post answered 200 without data.id_str: ${body.slice(0, 200)}`)
+            return id
+          }
+          this.fail(String(res.status))
+          if (res.status < 500 && res.status !== 429) throw new Error(`the gateway refused a well-formed post with ${res.status}: ${body.slice(0, 300)}`)
+        } catch (err) {
+          if ((err as Error).message.startsWith('the gateway refused') || (err as Error).message.startsWith('ads post answered')) throw err
+          this.fail((err as Error).name === 'TimeoutError' ? 'timeout' : 'connection')
+        }
+      } else this.fail('no instance')
+      if (Date.now() > this.giveUpAt) return undefined
+      this.retries++
+      await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** Math.min(attempt, 4))))
+    }
+  }
+
+  private fail(reason: string): void {
+    this.failures[reason] = (this.failures[reason] ?? 0) + 1
+  }
+}
