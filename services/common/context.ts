@@ -37,7 +37,8 @@ export interface ContextOptions {
 }
 
 export async function createBus(config: Config, clientId: string, log: Logger): Promise<Bus> {
-  if (config.kafkaBrokers.length === 0) return new MemoryBus(config.busPartitions, log)
+  // Journaled next to the store: what was published and not yet consumed survives a restart.
+  if (config.kafkaBrokers.length === 0) return new MemoryBus(config.busPartitions, log, { dir: path.resolve(config.dataDir, 'bus') })
   const { KafkaBus } = await import('./bus/kafka')
   return KafkaBus.connect({
     brokers: config.kafkaBrokers,

@@ -6,6 +6,8 @@ import { MemoryBus } from '../../services/common/bus/memory'
 import { partitionFor } from '../../services/common/bus/partitioner'
 import type { Bus, BusMessage } from '../../services/common/bus/types'
 import { EventValidationError, ValidatingBus } from '../../services/common/bus/validating'
+import { loadConfig } from '../../services/common/config'
+import { createBus } from '../../services/common/context'
 import { createLogger } from '../../services/common/logger'
 import { SchemaRegistry } from '../../services/common/schemas'
 import { eventually, tempDir } from '../support/util'
@@ -26,6 +28,8 @@ interface Driver {
   topic(name: string): Promise<string>
   /** Real Kafka only: the cluster, for the crash case. */
   readonly kafka?: KafkaCluster
+  /** Opens a bus on state that outlives it (a journal directory, the Kafka cluster); each call is a restart. */
+  durable(t: Test, name: string): () => Promise<Bus>
 }
 
 let seq = 0
@@ -49,6 +53,14 @@ function memoryDriver(): Driver {
     },
     async topic(name) {
       return unique(name)
+    },
+    durable(t) {
+      const dir = tempDir(t, 'gw-bus-')
+      return async () => {
+        const bus = new MemoryBus(PARTITIONS, createLogger('silent', 'memory-bus'), { dir })
+        t.teardown(() => bus.close())
+        return bus
+      }
     }
   }
 }
@@ -62,6 +74,10 @@ function kafkaDriver(kafka: KafkaCluster): Driver {
       const topic = unique(name)
       await kafka.createTopic(topic, PARTITIONS)
       return topic
+    },
+    durable(t, name) {
+      let n = 0
+      return () => kafkaBus(t, kafka, `${name}-${++n}`)
     }
   }
 }
@@ -239,6 +255,36 @@ function contract(suite: Test, driver: Driver): void {
     t.ok(c.seen.some((m) => (m.value as { round: number }).round === 2), 'the new member took over partitions')
   })
 
+  suite.test('after a restart the uncommitted messages are delivered again and the committed ones are not', async (t) => {
+    const d = driver
+    const open = d.durable(t, 'restart')
+    const topic = await d.topic('restart')
+    const group = unique('g-restart')
+    const first = await open()
+    const tried: number[] = []
+    const consumer = await first.subscribe({
+      groupId: group,
+      topics: [topic],
+      handler: async (m) => {
+        const i = (m.value as { i: number }).i
+        tried.push(i)
+        if (i >= 4) throw new Error('the effect is not durable yet')
+      }
+    })
+    for (let i = 0; i < 10; i++) await first.publish(topic, 'k', { i })
+    await eventually(() => tried.includes(4), 15_000)
+    await consumer.close()
+    await first.close()
+    t.same([...new Set(tried)], [0, 1, 2, 3, 4], 'the first run handled 0..3 and failed on 4')
+
+    const second = await open()
+    const rec = recorder()
+    await second.subscribe({ groupId: group, topics: [topic], handler: rec.handler })
+    await second.publish(topic, 'k', { i: 10 })
+    await eventually(() => rec.seen.some((m) => (m.value as { i: number }).i === 10), 20_000)
+    t.same(rec.seen.map((m) => (m.value as { i: number }).i), [4, 5, 6, 7, 8, 9, 10], 'exactly the uncommitted messages, in order, then the new one')
+  })
+
   suite.test('a schema-invalid event is refused at publish with the reason', async (t) => {
     const d = driver
     const topic = await d.topic('schema')
@@ -272,6 +318,110 @@ function contract(suite: Test, driver: Driver): void {
 t.test('memory bus', async (t) => {
   const d = memoryDriver()
   contract(t, d)
+
+  t.test('the journal survives kill -9: accepted messages are delivered after the restart, committed ones are not', async (t) => {
+    const dir = tempDir(t, 'gw-bus-crash-')
+    const topic = unique('crash')
+    // A child publishes 10, handles (and commits) 0..3, hangs in the handler of 4, and is killed.
+    const script = `
+      const { MemoryBus } = require(${JSON.stringify(path.join(__dirname, '..', '..', 'services', 'common', 'bus', 'memory.ts'))})
+      const bus = new MemoryBus(${PARTITIONS}, undefined, { dir: ${JSON.stringify(dir)} })
+      setInterval(() => undefined, 1000) // alive until killed: nothing else holds the event loop
+      ;(async () => {
+        for (let i = 0; i < 10; i++) await bus.publish(${JSON.stringify(topic)}, 'k', { i })
+        await bus.subscribe({ groupId: 'g', topics: [${JSON.stringify(topic)}], handler: async (m) => {
+          if (m.value.i < 4) return
+          process.stdout.write('stuck\\n')
+          await new Promise(() => undefined)
+        } })
+      })()
+    `
+    const child = spawn(process.execPath, ['--import=tsx', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+    t.teardown(() => {
+      child.kill('SIGKILL')
+    })
+    let out = ''
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()))
+    const exited = new Promise((r) => child.once('exit', r))
+    await eventually(() => out.includes('stuck'), 30_000)
+    t.equal(child.exitCode, null, 'the child is still running when it is killed')
+    child.kill('SIGKILL')
+    await exited
+
+    const bus = new MemoryBus(PARTITIONS, createLogger('silent', 'memory-bus'), { dir })
+    t.teardown(() => bus.close())
+    const rec = recorder()
+    await bus.subscribe({ groupId: 'g', topics: [topic], handler: rec.handler })
+    await bus.publish(topic, 'k', { i: 10 })
+    await eventually(() => rec.seen.length >= 7, 15_000)
+    t.same(rec.seen.map((m) => (m.value as { i: number }).i), [4, 5, 6, 7, 8, 9, 10], 'nothing accepted was lost, nothing committed came back')
+    t.same(rec.seen.map((m) => m.offset), ['4', '5', '6', '7', '8', '9', '10'], 'offsets continue where they were')
+  })
+
+  t.test('a topic no group reads stays bounded, in memory and on disk', async (t) => {
+    const dir = tempDir(t, 'gw-bus-bounded-')
+    const topic = unique('unread')
+    const open = (): MemoryBus => new MemoryBus(PARTITIONS, createLogger('silent', 'memory-bus'), { dir, maxUnreadPerPartition: 5 })
+    const first = open()
+    for (let i = 0; i < 12; i++) await first.publishMany(topic, Array.from({ length: 1000 }, (_, j) => ({ key: 'dead', value: { i: i * 1000 + j, pad: 'x'.repeat(100) } })))
+    const file = path.join(dir, `${topic}.log`)
+    t.ok(fs.statSync(file).size < 2 * 1024 * 200, `the journal was compacted (${fs.statSync(file).size} bytes for 12000 messages of ~130 bytes)`)
+    await first.close()
+
+    const second = open()
+    t.teardown(() => second.close())
+    const rec = recorder()
+    await second.subscribe({ groupId: unique('g-late'), topics: [topic], handler: rec.handler })
+    await second.publish(topic, 'dead', { i: 12_000 })
+    await eventually(() => rec.seen.some((m) => (m.value as { i: number }).i === 12_000), 15_000)
+    t.same(rec.seen.map((m) => (m.value as { i: number }).i), [11_995, 11_996, 11_997, 11_998, 11_999, 12_000], 'only the newest maxUnreadPerPartition survived the restart')
+    t.equal(rec.seen[0]?.offset, '11995', 'offsets were kept across the compaction')
+  })
+
+  t.test('messages older than the topic retention are dropped; committed ones leave the journal', async (t) => {
+    const dir = tempDir(t, 'gw-bus-retention-')
+    const topic = unique('retention')
+    const retentionMs = 300
+    const open = (): MemoryBus => new MemoryBus(PARTITIONS, createLogger('silent', 'memory-bus'), { dir, retentionMs: () => retentionMs })
+    const first = open()
+    const reader = recorder()
+    const group = unique('g-reader')
+    const consumer = await first.subscribe({ groupId: group, topics: [topic], handler: reader.handler })
+    await first.publishMany(topic, Array.from({ length: 12_000 }, (_, i) => ({ key: `k${i % 3}`, value: { i } })))
+    await eventually(() => reader.seen.length === 12_000, 30_000)
+    await consumer.close()
+    t.ok(fs.statSync(path.join(dir, `${topic}.log`)).size < 200 * 1024, 'committed messages were compacted out of the journal')
+    const old = Date.now()
+    await first.publish(topic, 'k0', { i: 'old' })
+    await first.close()
+    // Time passing, not an event being awaited: the old message must age past the retention.
+    await new Promise((r) => setTimeout(r, old + retentionMs + 50 - Date.now()))
+
+    const second = open()
+    t.teardown(() => second.close())
+    const late = recorder()
+    await second.subscribe({ groupId: unique('g-new'), topics: [topic], handler: late.handler })
+    await second.publish(topic, 'k0', { i: 'new' })
+    await eventually(() => late.seen.length >= 1, 15_000)
+    t.same(late.seen.map((m) => m.value), [{ i: 'new' }], 'the expired message is gone; a new group starts at what is kept')
+    const positions = await second.groupOffsets([group])
+    t.equal(positions.reduce((n, o) => n + o.committed, 0), 12_000, 'the reader group kept its committed positions across the restart')
+  })
+
+  t.test('a journal written with another partition count is refused with the remedy', async (t) => {
+    const dir = tempDir(t, 'gw-bus-parts-')
+    await new MemoryBus(PARTITIONS, undefined, { dir }).close()
+    t.throws(() => new MemoryBus(PARTITIONS + 1, undefined, { dir }), new RegExp(`written with ${PARTITIONS} partitions per topic, not ${PARTITIONS + 1}: set BUS_PARTITIONS=${PARTITIONS}`))
+  })
+
+  t.test('the embedded bus journals to DATA_DIR/bus', async (t) => {
+    const dataDir = tempDir(t, 'gw-data-')
+    const bus = await createBus(loadConfig({ DATA_DIR: dataDir }), 'embedded', createLogger('silent', 'embedded'))
+    t.teardown(() => bus.close())
+    const topic = unique('embedded')
+    await bus.publish(topic, 'k', { n: 1 })
+    t.match(fs.readFileSync(path.join(dataDir, 'bus', `${topic}.log`), 'utf8'), /"v":\{"n":1\}/)
+  })
 })
 
 t.test('kafka bus (mock cluster)', { jobs: 11 }, async (t) => {
