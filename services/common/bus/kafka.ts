@@ -26,11 +26,20 @@ import type { Bus, BusMessage, Consumer, GroupOffsets, Headers, LagSource, Outgo
  * murmur2 partitioner (partitioner.ts computes the same partition).
  *
  * Consuming: one kafkajs consumer per subscribe(), eachBatch with manual
- * resolution. A message's offset is resolved and committed only after its
- * handler resolved. When a handler throws, the batch stops without resolving
- * that message: kafkajs fetches a partition from its last resolved offset, so
- * the next fetch starts with the failed message again (after a growing
- * backoff) and the later messages of that partition wait behind it.
+ * resolution. A message's offset is resolved only after its handler
+ * resolved, and only resolved offsets are ever committed. Commits go out once
+ * per batch: with autoCommit and neither autoCommitInterval nor
+ * autoCommitThreshold set, kafkajs commits the resolved offsets when eachBatch
+ * returns (also when it fails, and when the consumer stops), and the
+ * commitOffsetsIfNecessary() call after each message commits nothing. The
+ * trade-off is deliberate: a commit per message would cost a broker round
+ * trip per event; the price is that a process killed mid-batch has the
+ * messages it handled since the batch began delivered again (at least once,
+ * as the Bus contract says; handlers are idempotent). When a handler throws,
+ * the batch stops without resolving that message: kafkajs fetches a partition
+ * from its last resolved offset, so the next fetch starts with the failed
+ * message again (after a growing backoff) and the later messages of that
+ * partition wait behind it.
  */
 
 export interface KafkaBusOptions {
@@ -504,6 +513,7 @@ class KafkaBusConsumer implements Consumer {
         this.failures.delete(tp)
       }
       resolveOffset(raw.offset)
+      // A no-op with the default run config (commits are per batch, see above); it honours an interval or threshold if one is set.
       await commitOffsetsIfNecessary()
     }
     await heartbeat()
