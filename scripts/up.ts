@@ -27,6 +27,33 @@ export const LOCAL_SERVICES: ReadonlyArray<{ name: string; instances: number }> 
   { name: 'account-history', instances: 1 }
 ]
 
+/**
+ * A stream node's identity (STREAM_NODE_ID): its consumer group on
+ * activity.deliveries is named from it, so a restarted node resumes its own
+ * group. Every local node runs on one host on an ephemeral port, so the
+ * service's default (host name + port) would not survive a restart: each
+ * node is named after its instance (stream-1, stream-2).
+ */
+export function streamNodeEnv(service: string, instance: string): Record<string, string> {
+  return service === 'stream' ? { STREAM_NODE_ID: instance } : {}
+}
+
+/**
+ * The ports a process printed when it started: a service's
+ * `{base_url} and {ads_url}: http://127.0.0.1:P` and `{ads_sandbox_url}: ...:S`
+ * lines, the proxy's `listening on host:P (api) and :S (sandbox)`. Children
+ * listen on port 0 and report what they got: a port probed free and handed
+ * over could be taken before the child binds it.
+ */
+export function printedPorts(text: string): { port?: number; sandboxPort?: number } {
+  const service = /\{base_url\} and \{ads_url\}: https?:\/\/[^:\s]+:(\d+)/.exec(text)
+  const sandbox = /\{ads_sandbox_url\}:\s+https?:\/\/[^:\s]+:(\d+)/.exec(text)
+  const proxy = /listening on [^\s]+:(\d+) \(api\)(?: and :(\d+) \(sandbox\))?/.exec(text)
+  const port = service?.[1] ?? proxy?.[1]
+  const sandboxPort = sandbox?.[1] ?? proxy?.[2]
+  return { ...(port ? { port: Number(port) } : {}), ...(sandboxPort ? { sandboxPort: Number(sandboxPort) } : {}) }
+}
+
 /** UP_SERVICES=gateway,webhooks starts a subset (default: all of LOCAL_SERVICES). */
 function selectedServices(): ReadonlyArray<{ name: string; instances: number }> {
   const raw = process.env.UP_SERVICES ?? ''
@@ -102,11 +129,37 @@ export function isOurs(record: Pick<ProcessRecord, 'pid' | 'signature'>): boolea
   }
 }
 
-function openLog(name: string): { fd: number; file: string } {
+function openLog(name: string): { fd: number; file: string; from: number } {
   const dir = path.join(runDir, 'logs')
   fs.mkdirSync(dir, { recursive: true })
   const file = path.join(dir, `${name}.log`)
-  return { fd: fs.openSync(file, 'a'), file }
+  const fd = fs.openSync(file, 'a')
+  return { fd, file, from: fs.fstatSync(fd).size }
+}
+
+/** What a log holds from byte `from` on. */
+function logSince(file: string, from: number): string {
+  try {
+    const text = fs.readFileSync(file)
+    return text.subarray(Math.min(from, text.length)).toString('utf8')
+  } catch {
+    return ''
+  }
+}
+
+/**
+ * Waits until a process printed `line` in its log (after `from`) and
+ * returns the ports it printed; undefined when it exited or `timeoutMs` passed.
+ */
+async function waitPrinted(r: Pick<ProcessRecord, 'pid' | 'signature' | 'log'>, from: number, line: string, timeoutMs: number): Promise<{ port?: number; sandboxPort?: number } | undefined> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    const text = logSince(r.log, from)
+    if (text.includes(line)) return printedPorts(text)
+    if (!isOurs(r)) return undefined
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  return undefined
 }
 
 /** The operator token shared by every process: OPERATOR_TOKEN, else the one in DATA_DIR the CLI reads. */
@@ -129,8 +182,20 @@ function portSetting(name: string, fallback: number): number {
   return n
 }
 
-async function chosenPort(preferred: number): Promise<number> {
-  return preferred === 0 ? freePort() : preferred
+/**
+ * Redis on REDIS_PORT, or on a free port (redis-server cannot report one it
+ * chose itself): a probed port taken before Redis binds it is retried with
+ * another.
+ */
+async function startRedis(preferred: number, logFile: string): Promise<{ redis: Awaited<ReturnType<typeof launchRedis>>; port: number }> {
+  for (let attempt = 0; ; attempt++) {
+    const port = preferred === 0 ? await freePort() : preferred
+    try {
+      return { redis: await launchRedis({ port, dir: path.join(runDir, 'redis'), tied: false, logFile }), port }
+    } catch (err) {
+      if (preferred !== 0 || attempt >= 4) throw err
+    }
+  }
 }
 
 function mainOf(service: string): string {
@@ -158,8 +223,8 @@ async function up(): Promise<number> {
     return status()
   }
   const selection = selectedServices()
-  const proxyPort = await chosenPort(portSetting('PORT', 8080))
-  const proxySandboxPort = await chosenPort(portSetting('SANDBOX_PORT', 8081))
+  const proxyPort = portSetting('PORT', 8080)
+  const proxySandboxPort = portSetting('SANDBOX_PORT', 8081)
   const token = operatorToken()
   const state: RunState = { startedAt: new Date().toISOString(), root, processes: [] }
   writeState(state)
@@ -170,10 +235,9 @@ async function up(): Promise<number> {
 
   try {
     // Redis, persisted (AOF) under RUN_DIR so a Redis restart keeps the data.
-    const redisPort = await chosenPort(portSetting('REDIS_PORT', 0))
     const redisLog = path.join(runDir, 'logs', 'redis.log')
     fs.mkdirSync(path.dirname(redisLog), { recursive: true })
-    const redis = await launchRedis({ port: redisPort, dir: path.join(runDir, 'redis'), tied: false, logFile: redisLog })
+    const { redis, port: redisPort } = await startRedis(portSetting('REDIS_PORT', 0), redisLog)
     redis.child.unref()
     record({ name: 'redis', kind: 'redis', pid: redis.child.pid as number, signature: 'redis-server', port: redisPort, log: redisLog })
     state.redisUrl = `redis://127.0.0.1:${redisPort}`
@@ -187,8 +251,8 @@ async function up(): Promise<number> {
     state.kafkaBrokers = kafka.bootstrap
     say(`${'kafka'.padEnd(NAME_WIDTH)}${kafka.bootstrap.join(',')} (librdkafka mock cluster, 3 brokers)`)
 
-    const upstreams = new Map<string, string[]>()
-    const started: ProcessRecord[] = []
+    const waitMs = Number(process.env.UP_WAIT_MS ?? 60_000)
+    const started: Array<{ record: ProcessRecord; from: number }> = []
     for (const { name, instances } of selection) {
       const main = mainOf(name)
       if (!fs.existsSync(main)) {
@@ -197,8 +261,6 @@ async function up(): Promise<number> {
       }
       for (let i = 1; i <= instances; i++) {
         const instance = instances > 1 ? `${name}-${i}` : name
-        const port = await freePort()
-        const sandboxPort = await freePort()
         const log = openLog(instance)
         const child = spawn(process.execPath, [main], {
           cwd: root,
@@ -206,9 +268,11 @@ async function up(): Promise<number> {
           stdio: ['ignore', log.fd, log.fd],
           env: {
             ...process.env,
+            ...streamNodeEnv(name, instance),
             HOST: '127.0.0.1',
-            PORT: String(port),
-            SANDBOX_PORT: String(sandboxPort),
+            // Port 0: the kernel picks a free port and the service prints it (read below).
+            PORT: '0',
+            SANDBOX_PORT: '0',
             KAFKA_BROKERS: kafka.bootstrap.join(','),
             REDIS_URL: state.redisUrl,
             OPERATOR_TOKEN: token,
@@ -218,12 +282,26 @@ async function up(): Promise<number> {
         })
         child.unref()
         fs.closeSync(log.fd)
-        const r: ProcessRecord = { name: instance, kind: 'service', service: name, pid: child.pid as number, signature: main, port, sandboxPort, log: log.file }
+        const r: ProcessRecord = { name: instance, kind: 'service', service: name, pid: child.pid as number, signature: main, log: log.file }
         record(r)
-        started.push(r)
-        upstreams.set(name, [...(upstreams.get(name) ?? []), `http://127.0.0.1:${port}`])
-        if (name === 'gateway') upstreams.set('gateway-sandbox', [`http://127.0.0.1:${sandboxPort}`])
+        started.push({ record: r, from: log.from })
       }
+    }
+
+    // Each service prints its ports once it serves and its consumers joined their groups.
+    await Promise.all(
+      started.map(async ({ record: r, from }) => {
+        const ports = await waitPrinted(r, from, `${r.service ?? ''} ready (`, waitMs)
+        if (ports?.port !== undefined) r.port = ports.port
+        if (ports?.sandboxPort !== undefined) r.sandboxPort = ports.sandboxPort
+      })
+    )
+    writeState(state)
+    const upstreams = new Map<string, string[]>()
+    for (const { record: r } of started) {
+      if (r.port === undefined || r.service === undefined) continue
+      upstreams.set(r.service, [...(upstreams.get(r.service) ?? []), `http://127.0.0.1:${r.port}`])
+      if (r.service === 'gateway' && r.sandboxPort !== undefined) upstreams.set('gateway-sandbox', [`http://127.0.0.1:${r.sandboxPort}`])
     }
 
     const proxyScript = path.join(root, 'dist', 'scripts', 'proxy.js')
@@ -238,18 +316,21 @@ async function up(): Promise<number> {
     })
     proxy.unref()
     fs.closeSync(proxyLog.fd)
-    record({ name: 'proxy', kind: 'proxy', pid: proxy.pid as number, signature: proxyScript, port: proxyPort, sandboxPort: proxySandboxPort, log: proxyLog.file })
-    state.proxy = { port: proxyPort, sandboxPort: proxySandboxPort }
+    const proxyRecord: ProcessRecord = { name: 'proxy', kind: 'proxy', pid: proxy.pid as number, signature: proxyScript, log: proxyLog.file }
+    record(proxyRecord)
+    const proxyPorts = await waitPrinted(proxyRecord, proxyLog.from, 'listening on', 10_000)
+    if (proxyPorts?.port !== undefined) proxyRecord.port = proxyPorts.port
+    if (proxyPorts?.sandboxPort !== undefined) proxyRecord.sandboxPort = proxyPorts.sandboxPort
+    state.proxy = { port: proxyRecord.port ?? proxyPort, sandboxPort: proxyRecord.sandboxPort ?? proxySandboxPort }
     writeState(state)
 
-    const waitMs = Number(process.env.UP_WAIT_MS ?? 60_000)
-    const health = await Promise.all(started.map(async (p) => [p, await waitHealthy(p.port as number, waitMs)] as const))
-    const proxyRecord = state.processes.find((p) => p.kind === 'proxy') as ProcessRecord
-    health.push([proxyRecord, await waitHealthy(proxyPort, 5000)])
-    for (const [p, ok] of health) say(`${p.name.padEnd(NAME_WIDTH)}${ok ? 'up  ' : 'DOWN'} http://127.0.0.1:${p.port}${p.kind === 'service' ? '' : ' (proxy)'}   log: ${shortPath(p.log)}`)
+    const healthy = async (p: ProcessRecord, ms: number): Promise<boolean> => p.port !== undefined && (await waitHealthy(p.port, ms))
+    const health = await Promise.all(started.map(async ({ record: p }) => [p, await healthy(p, waitMs)] as const))
+    health.push([proxyRecord, await healthy(proxyRecord, 5000)])
+    for (const [p, ok] of health) say(`${p.name.padEnd(NAME_WIDTH)}${ok ? 'up  ' : 'DOWN'} http://127.0.0.1:${p.port ?? '?'}${p.kind === 'service' ? '' : ' (proxy)'}   log: ${shortPath(p.log)}`)
     const failed = health.filter(([, ok]) => !ok)
     say('')
-    say(`{base_url} and {ads_url}: http://127.0.0.1:${proxyPort}    {ads_sandbox_url}: http://127.0.0.1:${proxySandboxPort}`)
+    say(`{base_url} and {ads_url}: http://127.0.0.1:${state.proxy.port}    {ads_sandbox_url}: http://127.0.0.1:${state.proxy.sandboxPort}`)
     say(`state: ${stateFile}    stop everything: make down`)
     if (failed.length > 0) {
       say(`${failed.length} process(es) not healthy within ${waitMs} ms: see their logs`)

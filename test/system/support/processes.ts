@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
+import { printedPorts } from '../../../scripts/up'
 import { projectRoot } from '../../../services/common/bus/topics'
 
 /**
@@ -36,16 +37,6 @@ export interface ServiceProcessOptions {
   readyLine?: string
   /** Readiness also needs /readyz to answer 200 (default true; the proxy forwards it, so not there). */
   probeReadyz?: boolean
-}
-
-/** The ports a process printed at startup: `{base_url} and {ads_url}: http://127.0.0.1:P` (services), `listening on host:P (api) and :S (sandbox)` (proxy). */
-export function printedPorts(text: string): { port?: number; sandboxPort?: number } {
-  const service = /\{base_url\} and \{ads_url\}: https?:\/\/[^:\s]+:(\d+)/.exec(text)
-  const sandbox = /\{ads_sandbox_url\}:\s+https?:\/\/[^:\s]+:(\d+)/.exec(text)
-  const proxy = /listening on [^\s]+:(\d+) \(api\)(?: and :(\d+) \(sandbox\))?/.exec(text)
-  const port = service?.[1] ?? proxy?.[1]
-  const sandboxPort = sandbox?.[1] ?? proxy?.[2]
-  return { ...(port ? { port: Number(port) } : {}), ...(sandboxPort ? { sandboxPort: Number(sandboxPort) } : {}) }
 }
 
 /** How long a restart keeps trying for its old port while something else holds it. */

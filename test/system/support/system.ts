@@ -3,7 +3,7 @@ import os from 'node:os'
 import path from 'node:path'
 import type { Test } from 'tap'
 import { loadRoutes, servicesOf, upstreamEnvName } from '../../../scripts/proxy'
-import { LOCAL_SERVICES } from '../../../scripts/up'
+import { LOCAL_SERVICES, streamNodeEnv } from '../../../scripts/up'
 import { TOPICS } from '../../../services/common/bus/types'
 import type { Bus } from '../../../services/common/bus/types'
 import type { Store } from '../../../services/common/store/types'
@@ -69,16 +69,6 @@ export interface System {
   crashes(): string[]
   /** The reverse proxy's process (with `proxy: true`): its url is {base_url} of the whole system. */
   readonly proxy: ServiceProcess | undefined
-}
-
-/**
- * A stream node's identity: its consumer group on activity.deliveries is
- * named from it, so a restarted node resumes its own group. Locally every
- * node runs on one host, so the default (host name + port) would not tell
- * them apart across restarts on another port: each gets its instance name.
- */
-export function streamNodeEnv(service: string, instance: string): Record<string, string> {
-  return service === 'stream' ? { STREAM_NODE_ID: instance } : {}
 }
 
 /** The proxy's <SERVICE>_UPSTREAM variables: every instance of each service the route table names. */
