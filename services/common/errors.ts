@@ -131,6 +131,58 @@ export type ConnectionIssue = 'TooManyConnections' | 'ProvisioningSubscription' 
 
 export type ProblemExtras = Record<string, unknown>
 
+/** `resource_type` of the resource Problems (service-spec "v2 shared shapes"). */
+export type ResourceType = 'user' | 'tweet' | 'media' | 'list' | 'space'
+/** resource-not-found also names places and polls. */
+export type NotFoundResourceType = ResourceType | 'place' | 'poll'
+/** Where in a response the resource would have been. */
+export type ResponseSection = 'data' | 'includes'
+
+export interface DisallowedResourceFields {
+  resource_id: string
+  resource_type: ResourceType
+  section: ResponseSection
+}
+
+export interface FieldUnauthorizedFields {
+  resource_type: ResourceType
+  field: string
+  section: ResponseSection
+}
+
+export interface ResourceUnavailableFields {
+  /** The request parameter that named the resource (at least one character). */
+  parameter: string
+  resource_id: string
+  resource_type: ResourceType
+}
+
+export interface ResourceUnauthorizedFields {
+  value: string
+  resource_id: string
+  resource_type: ResourceType
+  section: ResponseSection
+  parameter: string
+}
+
+/**
+ * resource-not-found. The spec's resource types are the typed overload; the
+ * loose one remains for the operator API (/admin: apps, accounts), which is
+ * not part of the v2 interface. v2 routes must use a NotFoundResourceType.
+ */
+function resourceNotFound(parameter: string, value: string, resourceType: NotFoundResourceType, detail?: string): ProblemError
+/** @deprecated Not a v2 resource type: only for operator (/admin) paths. */
+function resourceNotFound(parameter: string, value: string, resourceType: string, detail?: string): ProblemError
+function resourceNotFound(parameter: string, value: string, resourceType: string, detail?: string): ProblemError {
+  if (parameter === '') throw new TypeError('resource-not-found needs the parameter that named the resource')
+  return new ProblemError(404, 'resource-not-found', detail ?? `Could not find ${resourceType} with ${parameter}: [${value}].`, {
+    parameter,
+    resource_id: value,
+    resource_type: resourceType,
+    value
+  })
+}
+
 export class ProblemError extends ApiError {
   readonly statusCode: number
   constructor(
@@ -170,13 +222,7 @@ export const Problems = {
   /** One invalid parameter: `parameters` names it with the offending value. */
   invalidParameter: (parameter: string, value: string, message: string) =>
     Problems.invalidRequest([{ message, parameters: { [parameter]: [value] } }]),
-  resourceNotFound: (parameter: string, value: string, resourceType: string, detail?: string) =>
-    new ProblemError(404, 'resource-not-found', detail ?? `Could not find ${resourceType} with ${parameter}: [${value}].`, {
-      parameter,
-      resource_id: value,
-      resource_type: resourceType,
-      value
-    }),
+  resourceNotFound,
   conflict: (detail: string) => new ProblemError(409, 'conflict', detail),
   unsupportedAuthentication: (used: string, supported: string[]) =>
     new ProblemError(
@@ -184,8 +230,20 @@ export const Problems = {
       'unsupported-authentication',
       `Authenticating with ${used} is forbidden for this endpoint.  Supported authentication types are [${supported.join(', ')}].`
     ),
-  notAuthorizedForResource: (detail: string, extras: { value: string; resource_id: string; resource_type: string; section: string; parameter: string }) =>
-    new ProblemError(403, 'not-authorized-for-resource', detail, extras),
+  notAuthorizedForResource: (detail: string, extras: ResourceUnauthorizedFields) =>
+    new ProblemError(403, 'not-authorized-for-resource', detail, { ...extras }),
+  disallowedResource: (detail: string, extras: DisallowedResourceFields) => new ProblemError(403, 'disallowed-resource', detail, { ...extras }),
+  notAuthorizedForField: (detail: string, extras: FieldUnauthorizedFields) => new ProblemError(403, 'not-authorized-for-field', detail, { ...extras }),
+  resourceUnavailable: (detail: string, extras: ResourceUnavailableFields) => {
+    if (extras.parameter === '') throw new TypeError('resource-unavailable needs the parameter that named the resource')
+    return new ProblemError(403, 'resource-unavailable', detail, { ...extras })
+  },
+  /** The client went away (a stream's reader); logged and counted rather than sent, as nobody is listening. */
+  clientDisconnected: (detail = 'The client disconnected.') => new ProblemError(499, 'client-disconnected', detail),
+  /** A submitted rule that duplicates an existing one: its id and value, when known. */
+  duplicateRules: (detail: string, rule: { id?: string; value?: string } = {}) => new ProblemError(400, 'duplicate-rules', detail, { ...rule }),
+  invalidRules: (detail: string) => new ProblemError(400, 'invalid-rules', detail),
+  noncompliantRules: (detail: string) => new ProblemError(400, 'noncompliant-rules', detail),
   clientForbidden: (detail: string, reason: 'official-client-forbidden' | 'client-not-enrolled') =>
     new ProblemError(403, 'client-forbidden', detail, { reason }),
   tooManyConnections: (detail = 'This stream has reached its connection limit.') =>
