@@ -172,7 +172,7 @@ export const SETTINGS = {
   shutdownGraceMs: setting('SHUTDOWN_GRACE', '10s', 'How long SIGTERM waits for in-flight work before exiting (0 to 24.8 days).', asDuration(0, TIMER_MAX_MS)),
 
   // --- state and bus ---
-  dataDir: setting('DATA_DIR', './data', 'Directory of the embedded store\'s journal and of uploaded media.', asString),
+  dataDir: setting('DATA_DIR', './data', 'Directory of the embedded store\'s and bus\'s journals (state/, bus/) and of uploaded media.', asString),
   redisUrl: setting('REDIS_URL', '', 'Redis URL, `redis://` or `rediss://` (TLS): redis://[user:password@]host:port/db. Empty: in-memory store persisted to DATA_DIR.', asRedisUrl),
   kafkaBrokers: setting('KAFKA_BROKERS', '', 'Comma list of Kafka brokers, each host:port. Empty: in-memory bus (embedded mode).', asBrokerList),
   kafkaClientId: setting('KAFKA_CLIENT_ID', 'activity-gateway', 'Kafka client id prefix.', asString),
