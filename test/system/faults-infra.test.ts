@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
 import { eventually, sleep } from '../support/util'
+import { startAdsLoad } from './support/ads-load'
 import { LoadGenerator } from './support/load'
 import { OPERATOR_TOKEN, startSystem, watchDeadLetters, type System } from './support/system'
 import { setUpTenant, type Tenant } from './support/tenant'
@@ -12,11 +13,23 @@ import { expectEveryEventAccountedFor } from './support/verify'
  * ending with published = delivered + reported missing:
  *  - a Kafka broker down and back;
  *  - Redis restarted: every service recovers without being restarted;
+ *  - Redis killed with SIGKILL (AOF everysec) and down longer than the
+ *    client's offline queue waits (REDIS_OUTAGE_MS), so commands fail:
+ *    the gateway refuses requests (the advertiser retries them; only
+ *    acknowledged posts count as published), matcher and webhooks handlers
+ *    fail and their messages are redelivered; nothing acknowledged is lost;
  *  - the customer's webhook receiver down for a while: the retry schedule
  *    (shortened) delivers everything once it is back;
  *  - the receiver down for longer than the whole schedule: every delivery is
  *    reported missing on `webhook.dead-letter`, none silently dropped.
  */
+
+/**
+ * Longer than the store's Redis client keeps a command queued while it
+ * reconnects (14 reconnections backing off to 1 s: about 11.5 s), so the
+ * outage is seen as failed commands, not only as slow ones.
+ */
+const REDIS_OUTAGE_MS = 14_000
 
 const SERVICES = [
   { name: 'gateway', instances: 1 },
@@ -36,7 +49,7 @@ async function recoveredInPlace(t: Test, system: System, label: string): Promise
   for (const [p, ok] of ready) t.ok(ok && p.starts === 1, `${label}: ${p.name} is ready again without a restart`)
 }
 
-t.test('Kafka broker, Redis and webhook receiver outages lose nothing', { timeout: 225_000 }, async (t) => {
+t.test('Kafka broker, Redis and webhook receiver outages lose nothing', { timeout: 235_000 }, async (t) => {
   const system = await startSystem(t, { services: SERVICES })
   const deadLetters = await watchDeadLetters(t, system)
   const tenant = await setUpTenant(t, system)
@@ -63,6 +76,23 @@ t.test('Kafka broker, Redis and webhook receiver outages lose nothing', { timeou
     await load.stop()
     await expectEveryEventAccountedFor(t, 'Redis down for 2 s', { system, tenant, load, deadLetters, timeoutMs: 60_000 })
     await recoveredInPlace(t, system, 'after the Redis restart')
+  })
+
+  await t.test('Redis killed with SIGKILL and down until commands fail', async (t) => {
+    const load = steadyLoad(system, tenant)
+    t.teardown(() => load.stop(0))
+    const ads = await startAdsLoad(t, system, tenant, () => system.urls('gateway'))
+    await sleep(1500)
+    const postsBefore = ads.load.published.length
+    const failuresBefore = Object.values(ads.load.failures).reduce((n, x) => n + x, 0)
+    await system.redis.restart({ hard: true, downMs: REDIS_OUTAGE_MS })
+    await sleep(2000)
+    await Promise.all([load.stop(), ads.load.stop()])
+    const failed = Object.values(ads.load.failures).reduce((n, x) => n + x, 0) - failuresBefore
+    t.ok(failed > 0, `during the outage the gateway refused or dropped ads posts, which were retried (${failed} failed attempts: ${JSON.stringify(ads.load.failures)})`)
+    t.ok(ads.load.published.length > postsBefore, 'ads posts were acknowledged again after the outage')
+    await expectEveryEventAccountedFor(t, `Redis killed, down ${REDIS_OUTAGE_MS} ms`, { system, tenant, load, deadLetters, ads, timeoutMs: 90_000 })
+    await recoveredInPlace(t, system, 'after Redis was killed')
   })
 
   await t.test('webhook receiver down for a while, then back', async (t) => {

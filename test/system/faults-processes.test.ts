@@ -1,8 +1,6 @@
 import t, { type Test } from 'tap'
-import type { ServiceContext } from '../../services/common/context'
-import { createAccount } from '../../services/gateway/ads/accounts'
 import { eventually, sleep } from '../support/util'
-import { AdsPostLoad } from './support/ads-load'
+import { startAdsLoad } from './support/ads-load'
 import { LoadGenerator } from './support/load'
 import type { ServiceProcess } from './support/processes'
 import { StreamClient } from './support/stream-client'
@@ -115,10 +113,7 @@ t.test('kill -9 of each service process in turn, mid-burst, loses nothing', { ti
   t.teardown(() => stream.close())
   await stream.start()
 
-  // createAccount only writes the account records: the test's own Redis store is all it needs.
-  const account = await createAccount({ store: system.store } as unknown as ServiceContext, tenant.user.id, { name: 'fault tests' })
-  const ads = new AdsPostLoad({ targets: () => [proxy.url], app: tenant.app, user: tenant.user, token: tenant.token, accountId: account.id, rate: 5 }).start()
-  t.teardown(() => ads.stop(0))
+  const { load: ads, accountId } = await startAdsLoad(t, system, tenant, () => [proxy.url])
   const load = new LoadGenerator({ targets: () => [proxy.url], operatorToken: OPERATOR_TOKEN, users: tenant.followed, rate: 30 }).start()
   t.teardown(() => load.stop(0))
   const scene: Scene = { system, tenant, load, stream }
@@ -158,6 +153,6 @@ t.test('kill -9 of each service process in turn, mid-burst, loses nothing', { ti
   await Promise.all(restarts.values())
   await sleep(500)
   await Promise.all([load.stop(), ads.stop()])
-  await expectEveryEventAccountedFor(t, 'kill -9 of every process', { system, tenant, load, deadLetters, stream, ads: { load: ads, accountId: account.id }, timeoutMs: 90_000 })
+  await expectEveryEventAccountedFor(t, 'kill -9 of every process', { system, tenant, load, deadLetters, stream, ads: { load: ads, accountId }, timeoutMs: 90_000 })
   t.ok(stream.connections >= 2, `the stream consumer reconnected after its node was killed (${stream.connections} connections: ${stream.ends.join(', ')})`)
 })

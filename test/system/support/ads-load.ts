@@ -1,5 +1,10 @@
+import type { Test } from 'tap'
 import type { AccessToken, App, User } from '../../../services/common/auth/records'
 import { authorizationHeader } from '../../../services/common/auth/oauth1'
+import type { ServiceContext } from '../../../services/common/context'
+import { createAccount } from '../../../services/gateway/ads/accounts'
+import type { System } from './system'
+import type { Tenant } from './tenant'
 
 /**
  * Load through the gateway (issue 9: a gateway kill must matter on the
@@ -110,4 +115,16 @@ export class AdsPostLoad {
   private fail(reason: string): void {
     this.failures[reason] = (this.failures[reason] ?? 0) + 1
   }
+}
+
+/**
+ * An ads account owned by the tenant's user and a running AdsPostLoad on it,
+ * stopped at teardown. createAccount only writes the account's records: the
+ * test's own Redis store is all the context it needs.
+ */
+export async function startAdsLoad(t: Test, system: System, tenant: Tenant, targets: () => string[], rate = 5): Promise<{ load: AdsPostLoad; accountId: string }> {
+  const account = await createAccount({ store: system.store } as unknown as ServiceContext, tenant.user.id, { name: 'fault tests' })
+  const load = new AdsPostLoad({ targets, app: tenant.app, user: tenant.user, token: tenant.token, accountId: account.id, rate }).start()
+  t.teardown(() => load.stop(0))
+  return { load, accountId: account.id }
 }
