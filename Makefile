@@ -6,7 +6,7 @@ APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg
 CLI := $(NODE) dist/services/cli.js
 
 .PHONY: types types-check readme help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
-        app user webhooks replay publish deliveries resend clean config-doc
+        app user account webhooks replay publish deliveries resend clean config-doc
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -77,6 +77,9 @@ app: build ## create an application: make app NAME=... CALLBACK=... [ACCESS=read
 user: export GATEWAY_USER_PASSWORD = $(PASSWORD)
 user: build ## create a user: make user SCREEN_NAME=... PASSWORD=...
 	@$(CLI) user create --screen-name "$(SCREEN_NAME)" --password-env GATEWAY_USER_PASSWORD $(if $(JSON),--json)
+
+account: build ## ads account features: make account ARGS="feature grant --account ID --feature ACCOUNT_HISTORY_ACCESS" (also feature list|revoke, create --user-id)
+	@$(CLI) account $(ARGS)
 
 webhooks: build ## list webhooks of every app
 	@$(CLI) webhooks list

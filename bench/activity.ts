@@ -56,7 +56,9 @@ const FANOUT_EVENTS = Number(process.env.BENCH_ACTIVITY_FANOUT_EVENTS ?? 20)
 const RATE = Number(process.env.BENCH_ACTIVITY_RATE ?? 100)
 const PACED_SECONDS = Number(process.env.BENCH_ACTIVITY_PACED_SECONDS ?? 4)
 const WARMUP = Number(process.env.BENCH_ACTIVITY_WARMUP ?? Math.max(50, RATE))
-const OPERATOR_TOKEN = 'bench-operator-token'
+const OPERATOR_TOKEN = 'bench-operator-token-0123456789abcdef'
+/** One app opens thousands of streams and subscriptions: lift the per-caller windows of every authenticated route. */
+const UNLIMITED = { RATE_LIMIT_DEFAULT: '100000000' }
 const ROOT = path.resolve(__dirname, '..', ...(__dirname.includes(`${path.sep}dist${path.sep}`) ? ['..'] : []))
 
 const rows: Array<[string, string, string]> = []
@@ -192,7 +194,7 @@ async function benchMatcher(): Promise<void> {
   }
 
   // The real worker on the memory bus: publish, consume, match, publish deliveries.
-  const config = loadConfig({ LOG_LEVEL: 'silent', DATA_DIR: dir, SUBSCRIPTION_LIMIT_PER_APP: String(SUBS + 1) })
+  const config = loadConfig({ LOG_LEVEL: 'silent', DATA_DIR: dir, SUBSCRIPTION_LIMIT_PER_APP: String(SUBS + 1), ...UNLIMITED })
   const log = createLogger('silent', 'bench')
   const ctx = await createContext({ serviceName: 'bench', config, bus: new MemoryBus(config.busPartitions, log), store, log })
   let delivered = 0
@@ -319,7 +321,7 @@ async function benchFanout(): Promise<void> {
   const main = path.join(ROOT, 'dist', 'services', 'embedded', 'main.js')
   if (!fs.existsSync(main)) throw new Error(`${main} is missing: run make build first`)
   const gw = await startChild([main], {
-    DATA_DIR: dir, PORT: '0', SANDBOX_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', OPERATOR_TOKEN, KAFKA_BROKERS: '', REDIS_URL: '',
+    DATA_DIR: dir, PORT: '0', SANDBOX_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', OPERATOR_TOKEN, ...UNLIMITED, KAFKA_BROKERS: '', REDIS_URL: '',
     STREAM_CONNECTIONS_PER_APP: String(CONNECTIONS + 10), STREAM_KEEPALIVE: '20s'
   }, /\{base_url\} and \{ads_url\}: (http:\/\/\S+)/)
   try {
@@ -435,7 +437,7 @@ async function pipelineLatency(label: string, api: Runtime, streamRt: Runtime, b
 }
 
 async function runtimes(store: Store, streamStore: Store, bus: () => Promise<import('../services/common/bus/types').Bus>, env: Record<string, string>, dir: string): Promise<{ api: Runtime; stream: Runtime; bearer: string }> {
-  const config = loadConfig({ PORT: '0', SANDBOX_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', DATA_DIR: dir, OPERATOR_TOKEN, ...env })
+  const config = loadConfig({ PORT: '0', SANDBOX_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', DATA_DIR: dir, OPERATOR_TOKEN, ...UNLIMITED, ...env })
   const log = createLogger('silent', 'bench')
   const app = await createApp(store, { name: 'bench-latency', access_level: 'read-write-dm', callback_urls: ['http://127.0.0.1/cb'] })
   const { token: bearer } = await issueBearer(store, app)

@@ -60,7 +60,7 @@ async function startService(service: string, env: Record<string, string>): Promi
   const proc = spawn(process.execPath, [...process.execArgv, ...profile, main], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), SANDBOX_PORT: String(await freePort()), OPERATOR_TOKEN, ...env }
+    env: { ...process.env, LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), SANDBOX_PORT: String(await freePort()), OPERATOR_TOKEN, RATE_LIMIT_DEFAULT: '100000000', ...env }
   })
   const exited = new Promise((resolve) => proc.once('exit', resolve))
   let out = ''

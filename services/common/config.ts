@@ -25,6 +25,11 @@ const asInt = (min: number, max: number): Parser<number> => (raw, name) => {
   return value
 }
 
+const asPattern = (pattern: RegExp, what: string): Parser<string> => (raw, name) => {
+  if (raw !== '' && !pattern.test(raw)) throw new ConfigError(`${name} must be ${what}, got "${raw}"`)
+  return raw
+}
+
 const asBool: Parser<boolean> = (raw, name) => {
   const v = raw.trim().toLowerCase()
   if (['1', 'true', 'yes', 'on'].includes(v)) return true
@@ -217,6 +222,9 @@ export const SETTINGS = {
   streamSlowReaderBytes: setting('STREAM_SLOW_READER_BYTES', '4194304', 'Unsent bytes after which a stream consumer is disconnected as SlowReader.', asInt(1024, 1024 * 1024 * 1024)),
   streamBackfillMs: setting('STREAM_BACKFILL', '5m', 'How much recent activity each stream node keeps for backfill_minutes.', asDuration(0, 30 * DAY)),
   streamBackfillMaxEvents: setting('STREAM_BACKFILL_MAX_EVENTS', '10000', 'Most recent deliveries each stream node keeps per application for backfill (memory bound).', asInt(0, 10_000_000)),
+  streamNodeId: setting('STREAM_NODE_ID', '', 'Stable id of this stream node: its consumer group is stream-<id>, so a restarted node resumes and refills its backfill. Empty: <hostname>-<PORT> (random when PORT=0).', asPattern(/^[A-Za-z0-9._-]{1,100}$/, '1 to 100 of A-Z a-z 0-9 . _ -')),
+  streamBackfillMaxBytes: setting('STREAM_BACKFILL_MAX_BYTES', '268435456', 'Backfill bytes each stream node keeps over every application (oldest dropped first).', asInt(1024, Number.MAX_SAFE_INTEGER)),
+  streamBackfillMaxBytesPerApp: setting('STREAM_BACKFILL_MAX_BYTES_PER_APP', '33554432', 'Backfill bytes each stream node keeps for one application.', asInt(1024, Number.MAX_SAFE_INTEGER)),
   streamRegistryTtlMs: setting('STREAM_REGISTRY_TTL', '15s', 'Lifetime of a stream connection\'s entry in the shared registry; nodes renew it every third of it, so a dead node\'s connections stop counting against the limit after this.', asDuration(SECOND, TIMER_MAX_MS)),
 
   // --- ads: catalog and audiences ---

@@ -52,8 +52,6 @@ export const Classic = {
   badAuthData: (detail?: string) =>
     new ClassicError(400, { code: 215, message: detail ? `Bad Authentication data. ${detail}` : 'Bad Authentication data.' }),
   forbidden: () => new ClassicError(403, { code: 220, message: 'Your credentials do not allow access to this resource.' }),
-  readOnlyApplication: () =>
-    new ClassicError(401, { code: 89, message: 'Read-only application cannot POST.' }),
   callbackNotApproved: () =>
     new ClassicError(403, { code: 415, message: 'Callback URL not approved for this client application. Approved callback URLs can be adjusted in your application settings' }),
   desktopMustUseOob: () =>

@@ -140,11 +140,19 @@ function sendProblem(reply: FastifyReply, problemBase: string, err: ProblemError
   return reply.code(status).type('application/problem+json').send(err.body(problemBase))
 }
 
+/** How a message names the part of the request that failed validation. */
+function validationPart(context: FastifyError['validationContext']): string {
+  if (context === 'body') return 'field'
+  if (context === 'params') return 'path parameter'
+  if (context === 'headers') return 'header'
+  return 'query parameter'
+}
+
 /** Converts fastify's ajv validation errors into the v2 invalid-request Problem. */
 function validationToProblem(err: FastifyError): ProblemError {
   const items: InvalidRequestItem[] = (err.validation ?? []).map((v) => {
     const name = parameterName(v.instancePath, v.params as Record<string, unknown>)
-    return { message: `The \`${name}\` ${err.validationContext === 'body' ? 'field' : 'query parameter'} ${v.message ?? 'is invalid'}`, parameters: { [name]: [] } }
+    return { message: `The \`${name}\` ${validationPart(err.validationContext)} ${v.message ?? 'is invalid'}`, parameters: { [name]: [] } }
   })
   return Problems.invalidRequest(items.length > 0 ? items : [{ message: err.message, parameters: {} }])
 }

@@ -4,7 +4,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { WebSocketServer } from 'ws'
 import { Authenticator } from '../common/auth/authenticate'
 import type { ServiceContext } from '../common/context'
-import { ApiError, ClassicError, ProblemError, Problems } from '../common/errors'
+import { ApiError, Classic, ClassicError, ProblemError, Problems } from '../common/errors'
+import { routeFamily } from '../common/ratelimit'
 import { WebSocketStreamConnection } from './connections'
 import type { StreamHub } from './hub'
 import { parseStreamQuery, STREAM_PATH } from './routes'
@@ -46,6 +47,21 @@ function reject(socket: Duplex, err: unknown, problemBase: string): void {
   )
 }
 
+/**
+ * The upgrade bypasses fastify's hooks, so the HTTP stream's window (same
+ * family, same app identity) is counted here: opening streams over WebSocket
+ * cannot dodge the limit the HTTP route enforces.
+ */
+async function consumeStreamWindow(app: FastifyInstance, appId: string): Promise<void> {
+  const limiter = app.rateLimiter
+  const family = routeFamily('GET', STREAM_PATH)
+  const state = await limiter.consume(family, `app:${appId}`, limiter.policy({ family }))
+  if (state.exceeded) {
+    limiter.rejected(family)
+    throw Classic.rateLimited()
+  }
+}
+
 function statusText(status: number): string {
   return { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 503: 'Service Unavailable' }[status] ?? 'Error'
 }
@@ -69,6 +85,7 @@ export function attachWebSocketStream(app: FastifyInstance, ctx: ServiceContext,
         const request = { headers: req.headers, url: req.url ?? '/', method: 'GET' } as unknown as FastifyRequest
         const auth = await authenticator.authenticate(request, { schemes: ['bearer-app'] }, '')
         const { backfillMinutes } = parseStreamQuery(Object.fromEntries(url.searchParams))
+        await consumeStreamWindow(app, auth.app.id)
         admission = await hub.admit(auth.app.id)
         const { connectionId, lease } = admission
         const appId = auth.app.id

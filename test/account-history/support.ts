@@ -35,6 +35,7 @@ export function sharedBus(bus: Bus): Bus {
     publish: (topic, key, value, headers) => bus.publish(topic, key, value, headers),
     publishMany: (topic, messages) => bus.publishMany(topic, messages),
     subscribe: (options) => bus.subscribe(options),
+    ...(bus.health ? { health: () => bus.health?.() ?? Promise.resolve() } : {}),
     close: async () => undefined
   }
 }

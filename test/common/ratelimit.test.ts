@@ -3,7 +3,7 @@ import { ConfigError, loadConfig } from '../../services/common/config'
 import { FAMILY_DEFAULTS, RateLimiter, routeFamily } from '../../services/common/ratelimit'
 import { MemoryStore } from '../../services/common/store/memory'
 import { createAccount } from '../../services/gateway/ads/accounts'
-import { openHttpStream } from '../activity/support'
+import { openHttpStream, openWsStream } from '../activity/support'
 import { createIdentity, oauth1Request, startTestRuntime } from '../helper'
 import { BACKENDS, classic, oauthHeader, send, startBackend } from '../gateway/oauth-support'
 
@@ -161,6 +161,24 @@ t.test('every authenticated route has a window; ads GETs also count per account'
   stream.close()
   t.equal(stream.status, 200)
   t.same([stream.headers['x-rate-limit-limit'], stream.headers['x-rate-limit-remaining']], ['4', '3'], 'the stream is limited too, and says so in its head')
+
+  // The WebSocket upgrade bypasses fastify's hooks; it counts in the same window as the HTTP stream.
+  const ws = await openWsStream(rt.baseUrl, id.bearer)
+  ws.close()
+  await ws.ended
+  const refusals: Array<{ status?: number; body?: string }> = []
+  for (let i = 0; i < 3; i++) {
+    await openWsStream(rt.baseUrl, id.bearer).then(
+      async (opened) => {
+        opened.close()
+        await opened.ended
+      },
+      (err: { status?: number; body?: string }) => refusals.push(err)
+    )
+  }
+  t.equal(refusals.length, 1, 'with the HTTP stream and three upgrades the window of 4 is spent: the fifth open is refused')
+  t.equal(refusals[0]?.status, 429)
+  t.same(JSON.parse(refusals[0]?.body ?? '{}'), { errors: [{ code: 88, message: 'Rate limit exceeded' }] }, 'code 88, like the HTTP stream')
 
   const metrics = await send('GET', `${rt.baseUrl}/metrics`)
   t.match(metrics.text, /rate_limited_requests_total\{[^}]*family="ads-account"[^}]*\} 1/)

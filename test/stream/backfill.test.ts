@@ -1,6 +1,7 @@
 import t from 'tap'
 import { Deque, ENTRY_OVERHEAD_BYTES, RecentBuffer } from '../../services/stream/backfill'
 import { defaultNodeId, streamNodeSettings } from '../../services/stream/settings'
+import { loadConfig } from '../../services/common/config'
 import { testConfig } from '../helper'
 
 /** The backfill buffer's bounds (time, lines and bytes per app, bytes per node) and the stream node settings. */
@@ -110,13 +111,13 @@ t.test('a push costs the same however full the buffer is (no O(n) splice)', asyn
 
 t.test('stream node settings: a stable id from the environment or the address; validated byte budgets', async (t) => {
   const config = testConfig(t, { PORT: '8443' })
-  t.same(streamNodeSettings(config, { STREAM_NODE_ID: 'stream-1' }).nodeId, 'stream-1')
-  t.equal(streamNodeSettings(config, {}).nodeId, streamNodeSettings(config, {}).nodeId, 'the default is stable across starts')
-  t.match(streamNodeSettings(config, {}).nodeId, /-8443$/)
+  t.same(streamNodeSettings(testConfig(t, { PORT: '8443', STREAM_NODE_ID: 'stream-1' })).nodeId, 'stream-1')
+  t.equal(streamNodeSettings(config).nodeId, streamNodeSettings(config).nodeId, 'the default is stable across starts')
+  t.match(streamNodeSettings(config).nodeId, /-8443$/)
   t.equal(defaultNodeId(8443, 'node a.example'), 'node-a.example-8443')
   t.not(defaultNodeId(0), defaultNodeId(0), 'an ephemeral port gives no stable address: a random id')
-  t.throws(() => streamNodeSettings(config, { STREAM_NODE_ID: 'a b' }), /STREAM_NODE_ID/)
-  t.throws(() => streamNodeSettings(config, { STREAM_BACKFILL_MAX_BYTES: '12kb' }), /STREAM_BACKFILL_MAX_BYTES/)
-  t.throws(() => streamNodeSettings(config, { STREAM_BACKFILL_MAX_BYTES_PER_APP: '10' }), /at least 1024/)
-  t.match(streamNodeSettings(config, { STREAM_BACKFILL_MAX_BYTES: '1048576', STREAM_BACKFILL_MAX_BYTES_PER_APP: '65536' }), { backfillMaxBytes: 1048576, backfillMaxBytesPerApp: 65536 })
+  t.throws(() => loadConfig({ STREAM_NODE_ID: 'a b' }), /STREAM_NODE_ID/)
+  t.throws(() => loadConfig({ STREAM_BACKFILL_MAX_BYTES: '12kb' }), /STREAM_BACKFILL_MAX_BYTES/)
+  t.throws(() => loadConfig({ STREAM_BACKFILL_MAX_BYTES_PER_APP: '10' }), /between 1024/)
+  t.match(streamNodeSettings(testConfig(t, { STREAM_BACKFILL_MAX_BYTES: '1048576', STREAM_BACKFILL_MAX_BYTES_PER_APP: '65536' })), { backfillMaxBytes: 1048576, backfillMaxBytesPerApp: 65536 })
 })
