@@ -2,8 +2,10 @@ import t from 'tap'
 import { TOPICS, type BusMessage } from '../../services/common/bus/types'
 import { lineItems } from '../../services/gateway/ads/campaigns/line-items'
 import type { EntityChange } from '../../services/gateway/ads/entities'
-import { eventually } from '../helper'
-import { adsFixture, createCampaign, createLineItem, expectError } from './campaigns-fixtures'
+import { eventually, startTestRuntime } from '../helper'
+import { redisStore, startRedis } from '../support/infra'
+import { adsFixture, createCampaign, createLineItem, expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
+import { checkChain, collectChanges } from './change-fixtures'
 
 /** Campaigns (CRUD) and funding instruments (read, list) as the public platform shapes them. */
 
@@ -163,4 +165,55 @@ t.test('switching budget_optimization moves pacing between the campaign and its 
   const healed = await f.call('PUT', `/line_items/${legacy.id as string}`, { query: { name: 'x' } })
   t.equal(healed.status, 200, healed.text)
   t.match(healed.json<{ data: unknown }>().data, { name: 'x', standard_delivery: null })
+})
+
+t.test('concurrent writes of a campaign and its line items: rules hold on the result, no change is lost', async (t) => {
+  // On Redis: requests really interleave there (the memory store answers in microtasks).
+  const store = await redisStore(t, await startRedis(t))
+  const f = await adsFixture(t, { rt: await startTestRuntime(t, { env: { OPERATOR_TOKEN }, store }) })
+  const changes = await collectChanges(t, f.rt.ctx.bus, 'campaign-concurrent')
+  const rounds = 6
+  for (let round = 0; round < rounds; round++) {
+    // A switch to CAMPAIGN optimization and a line item daily budget: each valid alone, not together.
+    const c = await createCampaign(f, { budget_optimization: 'LINE_ITEM' })
+    const li = await createLineItem(f, c.id as string)
+    const [toCampaign, daily] = await Promise.all([
+      f.call('PUT', `/campaigns/${c.id as string}`, { query: { budget_optimization: 'CAMPAIGN' } }),
+      f.call('PUT', `/line_items/${li.id as string}`, { query: { daily_budget_amount_local_micro: '1000000' } })
+    ])
+    t.same([toCampaign.status, daily.status].sort(), [200, 400], `round ${round}: one passes (${toCampaign.text.slice(0, 100)} / ${daily.text.slice(0, 100)})`)
+    if (toCampaign.status === 400) expectError(t, toCampaign, 400, 'INVALID_PARAMETER', 'budget_optimization')
+    else expectError(t, daily, 400, 'INVALID_PARAMETER', 'daily_budget_amount_local_micro')
+    const campaign = (await f.call('GET', `/campaigns/${c.id as string}`)).json<{ data: Record<string, unknown> }>().data
+    const item = (await f.call('GET', `/line_items/${li.id as string}`)).json<{ data: Record<string, unknown> }>().data
+    if (campaign.budget_optimization === 'CAMPAIGN') t.match(item, { daily_budget_amount_local_micro: null, standard_delivery: null }, `round ${round}: CAMPAIGN, the line item has no budget nor pacing`)
+    else t.match(item, { daily_budget_amount_local_micro: 1000000, standard_delivery: true }, `round ${round}: LINE_ITEM, the line item keeps its budget`)
+
+    // Two campaign PUTs valid alone (daily <= total) but not together.
+    const budgeted = await createCampaign(f, { total_budget_amount_local_micro: '10000000' })
+    const [dailyPut, totalPut] = await Promise.all([
+      f.call('PUT', `/campaigns/${budgeted.id as string}`, { query: { daily_budget_amount_local_micro: '8000000' } }),
+      f.call('PUT', `/campaigns/${budgeted.id as string}`, { query: { total_budget_amount_local_micro: '5000000' } })
+    ])
+    t.same([dailyPut.status, totalPut.status].sort(), [200, 400], `round ${round}: one budget PUT passes`)
+    const stored = (await f.call('GET', `/campaigns/${budgeted.id as string}`)).json<{ data: Record<string, unknown> }>().data
+    t.same(
+      [stored.daily_budget_amount_local_micro, stored.total_budget_amount_local_micro],
+      dailyPut.status === 200 ? [8000000, 10000000] : [null, 5000000],
+      `round ${round}: the stored campaign is the one accepted change`
+    )
+  }
+
+  // Campaign PUTs of different fields all land; their change events chain.
+  const c = await createCampaign(f)
+  const id = c.id as string
+  const puts: Array<Record<string, string>> = [{ name: 'renamed' }, { entity_status: 'PAUSED' }, { purchase_order_number: 'PO-1' }, { end_time: '2040-01-01T00:00:00Z' }, { standard_delivery: 'false' }, { daily_budget_amount_local_micro: '1000000' }]
+  const results = await Promise.all(puts.map((query) => f.call('PUT', `/campaigns/${id}`, { query })))
+  t.same(results.map((r) => r.status), puts.map(() => 200))
+  const final = (await f.call('GET', `/campaigns/${id}`)).json<{ data: Record<string, unknown> }>().data
+  t.match(final, { name: 'renamed', entity_status: 'PAUSED', purchase_order_number: 'PO-1', end_time: '2040-01-01T00:00:00Z', standard_delivery: false, daily_budget_amount_local_micro: 1000000 }, 'no change was lost')
+  await eventually(() => changes.filter((ch) => ch.entity_id === id).length >= puts.length + 1)
+  const mine = changes.filter((ch) => ch.entity_id === id)
+  t.same(mine.map((ch) => ch.change_type), ['CREATE', ...puts.map(() => 'UPDATE')])
+  checkChain(t, mine)
 })

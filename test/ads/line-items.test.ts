@@ -1,6 +1,8 @@
-import t from 'tap'
-import { adsFixture, createCampaign, createLineItem, expectError, type AdsFixture } from './campaigns-fixtures'
-import type { TestResponse } from '../helper'
+import t, { type Test } from 'tap'
+import { adsFixture, createCampaign, createLineItem, expectError, type AdsFixture, OPERATOR_TOKEN } from './campaigns-fixtures'
+import { eventually, startTestRuntime, type TestResponse } from '../helper'
+import { redisStore, startRedis } from '../support/infra'
+import { checkChain, collectChanges } from './change-fixtures'
 
 /**
  * Line items: create/list/read as the public platform shapes them, and
@@ -358,4 +360,81 @@ t.test('line item curated categories: create, list, read, update, delete', async
   t.equal((await f.call('GET', '/line_item_curated_categories', { query: { with_deleted: 'true', with_total_count: 'true' } })).json<{ total_count: number }>().total_count, 1)
   // After the delete the same pair can be associated again.
   t.equal((await post({ line_item_id: preroll.id as string, curated_category_id: '9ddrgesiap6o' })).status, 200)
+})
+
+/** A fixture on Redis: requests really interleave there (the memory store answers in microtasks). */
+async function redisFixture(t: Test): Promise<AdsFixture> {
+  const store = await redisStore(t, await startRedis(t))
+  return adsFixture(t, { rt: await startTestRuntime(t, { env: { OPERATOR_TOKEN }, store }) })
+}
+
+t.test('concurrent PUTs of one line item: the rules hold on the result, no change is lost, the changes chain', async (t) => {
+  const f = await redisFixture(t)
+  const changes = await collectChanges(t, f.rt.ctx.bus, 'line-item-concurrent')
+  const campaign = await createCampaign(f, { budget_optimization: 'LINE_ITEM' })
+
+  // Each PUT is valid alone; together the daily budget would exceed the total: exactly one passes.
+  const rounds = 8
+  for (let round = 0; round < rounds; round++) {
+    const li = await createLineItem(f, campaign.id as string, { total_budget_amount_local_micro: '10000000' })
+    const [daily, total] = await Promise.all([
+      f.call('PUT', `/line_items/${li.id as string}`, { query: { daily_budget_amount_local_micro: '8000000' } }),
+      f.call('PUT', `/line_items/${li.id as string}`, { query: { total_budget_amount_local_micro: '5000000' } })
+    ])
+    t.same([daily.status, total.status].sort(), [200, 400], `round ${round}: one PUT passes, the other is refused (${daily.text.slice(0, 120)} / ${total.text.slice(0, 120)})`)
+    const refused = daily.status === 400 ? daily : total
+    expectError(t, refused, 400, 'INVALID_PARAMETER', daily.status === 400 ? 'daily_budget_amount_local_micro' : 'total_budget_amount_local_micro')
+    const stored = (await f.call('GET', `/line_items/${li.id as string}`)).json<{ data: Record<string, unknown> }>().data
+    t.same(
+      [stored.daily_budget_amount_local_micro, stored.total_budget_amount_local_micro],
+      daily.status === 200 ? [8000000, 10000000] : [null, 5000000],
+      `round ${round}: the stored line item is the one accepted change`
+    )
+  }
+
+  // PUTs of different fields all land, and their change events chain.
+  const li = await createLineItem(f, campaign.id as string)
+  const id = li.id as string
+  const puts: Query[] = [
+    { name: 'concurrent' },
+    { frequency_cap: '5' },
+    { entity_status: 'PAUSED' },
+    { start_time: '2031-01-01T00:00:00Z' },
+    { advertiser_domain: 'example.com' },
+    { bid_strategy: 'MAX', bid_amount_local_micro: '1500000' },
+    { total_budget_amount_local_micro: '90000000' },
+    { audience_expansion: 'BROAD' }
+  ]
+  const results = await Promise.all(puts.map((query) => f.call('PUT', `/line_items/${id}`, { query })))
+  t.same(results.map((r) => r.status), puts.map(() => 200), 'every PUT passes')
+  const final = (await f.call('GET', `/line_items/${id}`)).json<{ data: Record<string, unknown> }>().data
+  t.match(final, {
+    name: 'concurrent',
+    frequency_cap: 5,
+    entity_status: 'PAUSED',
+    start_time: '2031-01-01T00:00:00Z',
+    advertiser_domain: 'example.com',
+    bid_strategy: 'MAX',
+    bid_amount_local_micro: 1500000,
+    total_budget_amount_local_micro: 90000000,
+    audience_expansion: 'BROAD'
+  }, 'no change was lost')
+  await eventually(() => changes.filter((c) => c.entity_id === id).length >= puts.length + 1)
+  const mine = changes.filter((c) => c.entity_id === id)
+  t.same(mine.map((c) => c.change_type), ['CREATE', ...puts.map(() => 'UPDATE')])
+  checkChain(t, mine)
+  t.same(mine[mine.length - 1]?.entity_data, final, 'the last change carries the line item as read')
+})
+
+t.test('concurrent creates in one campaign cannot mix objectives', async (t) => {
+  const f = await redisFixture(t)
+  const campaign = await createCampaign(f)
+  const results = await Promise.all(
+    ['ENGAGEMENTS', 'REACH', 'ENGAGEMENTS', 'REACH'].map((objective) =>
+      f.call('POST', '/line_items', { query: { campaign_id: campaign.id as string, objective, product_type: 'PROMOTED_TWEETS', placements: 'ALL_ON_SVC' } })
+    )
+  )
+  const created = results.filter((r) => r.status === 200).map((r) => r.json<{ data: { objective: string } }>().data.objective)
+  t.equal(new Set(created).size, 1, `the created line items share one objective (${created.join(', ')})`)
+  for (const r of results.filter((r) => r.status !== 200)) expectError(t, r, 400, 'INVALID_PARAMETER', 'objective')
 })

@@ -1,11 +1,12 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
-import { Ads } from '../../../common/errors'
+import { Ads, AdsError } from '../../../common/errors'
 import { requireAccount } from '../accounts'
 import { actorOf, ADS_AUTH, listOptions, Params, sendData } from '../conventions'
 import { type AdsEntity, EntityRepo } from '../entities'
 import { ableToFund, fundingInstruments } from './funding-instruments'
-import { lineItems } from './line-items'
+import { withLock } from '../catalog/lock'
+import { type LineItem, lineItems } from './line-items'
 import { filterByIds, matchesNamePrefix, pageExtras } from './lists'
 
 /**
@@ -44,8 +45,25 @@ export interface RenderedCampaign extends Campaign {
   effective_status: string
 }
 
+/**
+ * The campaign repository. No `render`: the stored campaign has no internal
+ * field, and the fields a read adds (servable, reasons_not_servable,
+ * effective_status) are derived from other entities at read time, so they
+ * are not part of the campaign's change history.
+ */
 export function campaigns(ctx: ServiceContext): EntityRepo<Campaign> {
   return new EntityRepo<Campaign>(ctx, 'CAMPAIGN', 'campaign')
+}
+
+/**
+ * Runs `fn` holding the campaign's entity lease: the lease of every change
+ * of the campaign (EntityRepo), taken also by the line item writes whose
+ * rules depend on the campaign (create, PUT), so those rules and a
+ * budget-optimization switch never pass on copies that another request is
+ * changing. Lock order: campaign, then line item.
+ */
+export function withCampaignLock<T>(ctx: ServiceContext, accountId: string, campaignId: string, fn: () => Promise<T>): Promise<T> {
+  return withLock(ctx.store, campaigns(ctx).lockKey(accountId, campaignId), fn)
 }
 
 const NAME_MAX = 255
@@ -150,10 +168,14 @@ async function createCampaign(ctx: ServiceContext, request: FastifyRequest, acco
   )
 }
 
-async function updateCampaign(ctx: ServiceContext, request: FastifyRequest, accountId: string, campaignId: string): Promise<Campaign> {
-  const repo = campaigns(ctx)
-  const current = await repo.require(accountId, campaignId, { notFoundCode: 'CAMPAIGN_NOT_FOUND' })
-  const p = Params.query(request)
+/** The parameters of a campaign PUT, read and checked one by one (no look at the stored campaign yet). */
+interface CampaignPut {
+  patch: Partial<Campaign>
+  optimization: BudgetOptimization | undefined
+  standardDelivery: boolean | undefined
+}
+
+function readCampaignPut(p: Params): CampaignPut {
   const patch: Partial<Campaign> = {}
   if (p.isEmpty('name')) throw Ads.invalid('name', 'name cannot be empty')
   const name = p.string('name', { max: NAME_MAX })
@@ -181,20 +203,45 @@ async function updateCampaign(ctx: ServiceContext, request: FastifyRequest, acco
       if (v !== undefined) patch[field] = v
     }
   }
-  const next = { ...current, ...patch }
-  const standardDelivery = p.bool('standard_delivery')
-  if (standardDelivery !== undefined) {
-    if (next.budget_optimization !== 'CAMPAIGN') throw Ads.invalid('standard_delivery', 'standard_delivery is only available when budget_optimization is CAMPAIGN')
-    patch.standard_delivery = standardDelivery
-  } else if (optimization !== undefined && optimization !== current.budget_optimization) {
-    patch.standard_delivery = optimization === 'CAMPAIGN' ? true : null
-  }
-  checkBudgets(next.daily_budget_amount_local_micro, next.total_budget_amount_local_micro)
-  checkTimes(next.start_time, next.end_time)
-  if (optimization !== undefined && optimization !== current.budget_optimization) {
-    await movePacing(ctx, accountId, current, optimization, actorOf(request))
-  }
-  return repo.update(accountId, campaignId, patch, actorOf(request), { notFoundCode: 'CAMPAIGN_NOT_FOUND' })
+  return { patch, optimization, standardDelivery: p.bool('standard_delivery') }
+}
+
+/**
+ * PUT of a campaign. The cross-field rules (budgets, times, pacing under
+ * the budget optimization) and the switch of optimization, which moves
+ * pacing to or from the line items, run inside the campaign's
+ * read-modify-write (EntityRepo.updateWith) against the campaign as last
+ * committed: concurrent PUTs neither lose each other's changes nor pass a
+ * rule together that neither would break alone.
+ */
+async function updateCampaign(ctx: ServiceContext, request: FastifyRequest, accountId: string, campaignId: string): Promise<Campaign> {
+  const repo = campaigns(ctx)
+  const notFound = { notFoundCode: 'CAMPAIGN_NOT_FOUND' }
+  // An unknown campaign is 404 before any parameter is looked at.
+  await repo.require(accountId, campaignId, notFound)
+  const put = readCampaignPut(Params.query(request))
+  const actor = actorOf(request)
+  return repo.updateWith(
+    accountId,
+    campaignId,
+    async (current) => {
+      const patch = { ...put.patch }
+      const next = { ...current, ...patch }
+      const switching = put.optimization !== undefined && put.optimization !== current.budget_optimization
+      if (put.standardDelivery !== undefined) {
+        if (next.budget_optimization !== 'CAMPAIGN') throw Ads.invalid('standard_delivery', 'standard_delivery is only available when budget_optimization is CAMPAIGN')
+        patch.standard_delivery = put.standardDelivery
+      } else if (switching) {
+        patch.standard_delivery = put.optimization === 'CAMPAIGN' ? true : null
+      }
+      checkBudgets(next.daily_budget_amount_local_micro, next.total_budget_amount_local_micro)
+      checkTimes(next.start_time, next.end_time)
+      if (switching) await movePacing(ctx, accountId, current, put.optimization as BudgetOptimization, actor)
+      return patch
+    },
+    actor,
+    notFound
+  )
 }
 
 /**
@@ -209,6 +256,11 @@ async function updateCampaign(ctx: ServiceContext, request: FastifyRequest, acco
  * one rather than dropping it. The line items are updated before the
  * campaign: if the campaign update then failed, null pacing under a
  * LINE_ITEM campaign is still a valid, editable state.
+ *
+ * Runs under the campaign's lease (updateCampaign), which line item creates
+ * and PUTs take too: no line item of the campaign gains a daily budget
+ * between the check and the switch. Each line item is changed under its
+ * own lease, from its latest copy.
  */
 async function movePacing(ctx: ServiceContext, accountId: string, current: Campaign, to: BudgetOptimization, actor: ReturnType<typeof actorOf>): Promise<void> {
   const repo = lineItems(ctx)
@@ -218,11 +270,21 @@ async function movePacing(ctx: ServiceContext, accountId: string, current: Campa
     if (budgeted.length > 0) {
       throw Ads.invalid('budget_optimization', `budget_optimization cannot become CAMPAIGN while line items (${budgeted.map((li) => li.id).join(', ')}) carry a daily budget`)
     }
-    for (const li of live) if (li.standard_delivery !== null) await repo.update(accountId, li.id, { standard_delivery: null }, actor)
+    for (const li of live) if (li.standard_delivery !== null) await setPacing(repo, accountId, li.id, null, actor)
     return
   }
   const pacing = current.standard_delivery ?? true
-  for (const li of live) if (li.standard_delivery === null) await repo.update(accountId, li.id, { standard_delivery: pacing }, actor)
+  for (const li of live) if (li.standard_delivery === null) await setPacing(repo, accountId, li.id, pacing, actor)
+}
+
+/** Sets a line item's pacing; one deleted meanwhile (DELETE does not wait for the campaign) is skipped. */
+async function setPacing(repo: EntityRepo<LineItem>, accountId: string, lineItemId: string, pacing: boolean | null, actor: ReturnType<typeof actorOf>): Promise<void> {
+  try {
+    await repo.updateWith(accountId, lineItemId, () => ({ standard_delivery: pacing }), actor)
+  } catch (err) {
+    if (err instanceof AdsError && err.statusCode === 404) return
+    throw err
+  }
 }
 
 export async function registerCampaignEntityRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
