@@ -113,6 +113,34 @@ const SPEC_OPERATIONS: Array<[string, string, 'api' | 'sandbox']> = [
   ['GET', '/12/line_items/placements', 'api']
 ]
 
+/** Paths one character away from a route family: a regex that is too loose sends them astray. */
+const NEAR_MISSES = ['/1x1/account/verify_credentials.json', '/1.10/x', '/oauthx/token', '/oauth2x', '/2/webhooksx', '/2/activity/streams', '/admin/activityx', '/12x/accounts', '/12/accounts/x1/account_historyx', '/12/accounts/x1/y/account_history', '/', '/2/tweets']
+
+interface IngressPath {
+  path: string
+  pathType: string
+  backend: { service: { name: string; port: { name: string } } }
+}
+
+interface IngressDoc {
+  metadata: { annotations?: Record<string, string> }
+  spec: { rules: Array<{ host: string; http: { paths: IngressPath[] } }> }
+}
+
+/**
+ * Where ingress-nginx with use-regex sends `path`: every path is a
+ * case-insensitive regular expression anchored at the start, the longest
+ * tried first. The sandbox port of the gateway is the route table's
+ * `gateway-sandbox`.
+ */
+function ingressServiceFor(paths: IngressPath[], path: string): string | undefined {
+  const ordered = [...paths].sort((a, b) => b.path.length - a.path.length)
+  const hit = ordered.find((p) => new RegExp(`^${p.path}`, 'i').test(path))
+  if (!hit) return undefined
+  const { name, port } = hit.backend.service
+  return name === 'gateway' && port.name === 'sandbox' ? 'gateway-sandbox' : name
+}
+
 const PLUMBING = new Set(['/healthz', '/readyz', '/metrics', '/admin/bus/lag'])
 
 /** `/a/:x/b` and `/a/{x}/b` both become `/a/:/b`, so parameter names do not matter. */
@@ -162,8 +190,11 @@ t.test('manifests parse and name only real commands and settings', async (t) => 
   knownEnv.add('NODE_ENV')
 
   const compose = YAML.parse(fs.readFileSync(path.join(DEPLOY, 'compose.yaml'), 'utf8')) as {
-    services: Record<string, { image?: string; command?: string[]; environment?: Record<string, string> }>
+    services: Record<string, { image?: string; command?: string[]; environment?: Record<string, string>; restart?: string; healthcheck?: { test?: string[] } }>
   }
+  // Whatever runs for good (not the one-shot topic creation) says when it is healthy: the proxy too.
+  for (const [name, svc] of Object.entries(compose.services)) if (svc.restart === 'unless-stopped' || svc.restart === 'always') t.ok(svc.healthcheck?.test, `compose ${name} has a healthcheck`)
+  t.ok(compose.services.proxy?.healthcheck?.test, 'the compose proxy has a healthcheck')
   t.ok(compose.services.kafka && compose.services.redis, 'Kafka and Redis are part of the stack')
   t.match(JSON.stringify(compose.services.kafka), /KAFKA_PROCESS_ROLES/, 'Kafka runs in KRaft mode')
   t.match(fs.readFileSync(path.join(DEPLOY, 'redis.conf'), 'utf8'), /^appendonly yes$/m, 'Redis has AOF on')
@@ -190,15 +221,34 @@ t.test('manifests parse and name only real commands and settings', async (t) => 
     t.ok(fs.existsSync(path.join(ROOT, script.replace(/^dist\//, '').replace(/\.js$/, '.ts'))), `${d.metadata.name} runs an existing entry`)
     for (const e of container?.env ?? []) t.ok(knownEnv.has(e.name), `${d.metadata.name}: ${e.name} is a setting`)
   }
+  // No usable operator token ships: every pod needs the operator-created Secret, which the runbook creates.
+  for (const d of docs.filter((x) => x.kind === 'ConfigMap' || x.kind === 'Secret')) {
+    const data = { ...(d.data ?? {}), ...((d as unknown as { stringData?: Record<string, string> }).stringData ?? {}) }
+    t.notOk('OPERATOR_TOKEN' in data, `${d.kind} ${d.metadata.name} ships no OPERATOR_TOKEN`)
+  }
+  for (const d of deployments) {
+    const container = (d.spec as { template: { spec: { containers: Array<{ envFrom?: Array<{ secretRef?: { name: string; optional?: boolean } }> }> } } }).template.spec.containers[0]
+    const secret = container?.envFrom?.find((e) => e.secretRef?.name === 'gateway-secrets')?.secretRef
+    t.ok(secret && secret.optional !== true, `${d.metadata.name} requires the Secret gateway-secrets (OPERATOR_TOKEN)`)
+  }
+  t.match(fs.readFileSync(path.join(ROOT, 'docs', 'operations.md'), 'utf8'), /create secret generic gateway-secrets[^\n]*\n?[^\n]*OPERATOR_TOKEN/, 'the runbook creates the Secret')
   for (const cm of docs.filter((d) => d.kind === 'ConfigMap' || d.kind === 'Secret')) {
     const data = cm.data ?? (cm as unknown as { stringData?: Record<string, string> }).stringData ?? {}
     for (const key of Object.keys(data)) t.ok(knownEnv.has(key), `${cm.metadata.name}: ${key} is a setting`)
   }
-  // The Ingress mirrors the route table: each prefix of the table goes to the same service.
-  const ingress = docs.find((d) => d.kind === 'Ingress') as { spec: { rules: Array<{ http: { paths: Array<{ path: string; backend: { service: { name: string } } }> } }> } }
-  const ingressPaths = new Map(ingress.spec.rules[0]?.http.paths.map((p) => [p.path, p.backend.service.name]))
-  const api = loadRoutes().hosts.api
-  for (const r of api.routes) if (r.prefix) t.equal(ingressPaths.get(r.prefix), r.service, `ingress ${r.prefix} -> ${r.service}`)
+  // The Ingress mirrors the route table on both hosts: the same path reaches the same service
+  // through it as through the proxy, for every spec path and for near misses.
+  const ingress = docs.find((d) => d.kind === 'Ingress') as unknown as IngressDoc
+  const table = loadRoutes()
+  for (const kind of ['api', 'sandbox'] as const) {
+    const rule = ingress.spec.rules.find((r) => (kind === 'sandbox') === /sandbox/.test(r.host))
+    if (!rule) {
+      t.fail(`the Ingress has a rule for the ${kind} host`)
+      continue
+    }
+    const samples = [...SPEC_OPERATIONS.filter(([, , host]) => host === kind || kind === 'sandbox').map(([, url]) => concrete(url)), ...NEAR_MISSES]
+    for (const sample of samples) t.equal(ingressServiceFor(rule.http.paths, sample), routeFor(table, kind, sample), `ingress ${kind} ${sample} -> ${routeFor(table, kind, sample)}`)
+  }
 
   const topics = JSON.parse(fs.readFileSync(path.join(DEPLOY, 'topics.json'), 'utf8')) as unknown
   t.ok(topics, 'topics.json parses')
