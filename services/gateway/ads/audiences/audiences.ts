@@ -3,7 +3,7 @@ import { AuthKeys } from '../../../common/auth/records'
 import type { ServiceContext } from '../../../common/context'
 import { AdsError } from '../../../common/errors'
 import { type AdsEntity, EntityRepo } from '../entities'
-import { Membership } from './membership'
+import { Membership, type MembershipSummary } from './membership'
 
 /**
  * Custom audiences (the public platform's shape: name, description,
@@ -117,8 +117,12 @@ export async function canTarget(ctx: ServiceContext, accountId: string, audience
 }
 
 export async function publicAudience(ctx: ServiceContext, access: AudienceAccess): Promise<PublicAudience> {
+  return renderAudience(access, await audienceMembers(ctx, access.audience.id).summary())
+}
+
+/** The audience as `access` sees it, with its membership as `members` summarizes it. */
+export function renderAudience(access: AudienceAccess, members: MembershipSummary): PublicAudience {
   const a = access.audience
-  const members = await audienceMembers(ctx, a.id).summary()
   const reasons: string[] = []
   if (members.uploads === 0) reasons.push('PROCESSING')
   if (members.size < MIN_TARGETABLE_SIZE) reasons.push('TOO_SMALL')

@@ -2,11 +2,11 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
 import { AdsError } from '../../../common/errors'
 import { requireAccount } from '../accounts'
-import { ADS_API_VERSION, ADS_AUTH, actorOf, listOptions, paginate, Params, sendData } from '../conventions'
-import { type AdsEntity, EntityRepo, publishEntityChange } from '../entities'
+import { type Actor, ADS_API_VERSION, ADS_AUTH, actorOf, listOptions, paginate, Params, sendData } from '../conventions'
+import { type AdsEntity, commitEntityChanges, EntityRepo } from '../entities'
 import { withLock } from '../catalog/lock'
 import { MIN_TARGETABLE_SIZE } from './audiences'
-import { Membership } from './membership'
+import { Membership, type MembershipOperation, type MembershipSummary } from './membership'
 import { requireFullyApplied, runUpload, UPLOAD_RATE_LIMITS, uploadCounts } from './upload-routes'
 import { DO_NOT_REACH_RULES, MAX_UPLOAD_BODY_BYTES } from './uploads'
 
@@ -46,7 +46,10 @@ function dnrMembers(ctx: ServiceContext, id: string): Membership {
 }
 
 async function publicDnr(ctx: ServiceContext, list: StoredDnr): Promise<PublicDnr> {
-  const members = await dnrMembers(ctx, list.id).summary()
+  return renderDnr(list, await dnrMembers(ctx, list.id).summary())
+}
+
+function renderDnr(list: StoredDnr, members: MembershipSummary): PublicDnr {
   const reasons: string[] = []
   if (members.uploads === 0) reasons.push('PROCESSING')
   if (members.size < MIN_TARGETABLE_SIZE) reasons.push('TOO_SMALL')
@@ -67,6 +70,32 @@ async function requireDnr(ctx: ServiceContext, accountId: string, id: string, wi
   const list = /^[0-9a-z]{1,32}$/.test(id) ? await dnrRepo(ctx).get(accountId, id, { withDeleted }) : undefined
   if (!list) throw new AdsError(404, { code: 'DO_NOT_REACH_LIST_NOT_FOUND', message: `Do-not-reach list ${id.slice(0, 40)} was not found for account ${accountId}`, parameter: 'do_not_reach_list_id' })
   return list
+}
+
+/**
+ * Applies an upload to the list's members. The members and the list's
+ * UPDATE change (its size before and after) commit in one batch, under the
+ * list's entity lease: a delete is not interleaved, and a list deleted
+ * meanwhile is 404.
+ */
+async function applyDnrUpload(ctx: ServiceContext, accountId: string, listId: string, operations: MembershipOperation[], actor: Actor): Promise<number[]> {
+  return withLock(ctx.store, dnrRepo(ctx).lockKey(accountId, listId), async () => {
+    const list = await requireDnr(ctx, accountId, listId)
+    return dnrMembers(ctx, list.id).apply(operations, Date.now(), async (ops, { before, after }) => {
+      const [was, now] = [renderDnr(list, before), renderDnr(list, after)]
+      await commitEntityChanges(ctx, ops, [
+        {
+          account_id: accountId,
+          entity_type: 'DO_NOT_REACH_LIST',
+          entity_id: list.id,
+          change_type: 'UPDATE',
+          changed_by: actor,
+          changes: was.list_size === now.list_size ? {} : { list_size: { old: was.list_size, new: now.list_size } },
+          entity_data: { ...now }
+        }
+      ])
+    })
+  })
 }
 
 const pathOf = (request: FastifyRequest): Record<string, string> => request.params as Record<string, string>
@@ -122,10 +151,9 @@ export async function registerDoNotReachRoutes(app: FastifyInstance, ctx: Servic
       const list = await requireDnr(ctx, account.id, path.do_not_reach_list_id ?? '')
       const echoOf = (expires: Array<string | undefined>, types: unknown[]) =>
         types.map((type, i) => ({ params: { account_id: account.id, do_not_reach_list_id: list.id, ...(expires[i] ? { expires_at: expires[i] } : {}) }, operation_type: type }))
-      const before = await publicDnr(ctx, list)
       const outcome = await runUpload(ctx, request, reply, {
         rules: DO_NOT_REACH_RULES,
-        membership: async () => dnrMembers(ctx, list.id),
+        apply: (operations) => applyDnrUpload(ctx, account.id, list.id, operations, actorOf(request)),
         requestEcho: (_plan, body) =>
           echoOf(
             body.map((op) => {
@@ -136,16 +164,6 @@ export async function registerDoNotReachRoutes(app: FastifyInstance, ctx: Servic
           )
       })
       if (!outcome) return reply
-      const after = await publicDnr(ctx, list)
-      await publishEntityChange(ctx, {
-        account_id: account.id,
-        entity_type: 'DO_NOT_REACH_LIST',
-        entity_id: list.id,
-        change_type: 'UPDATE',
-        changed_by: actorOf(request),
-        changes: before.list_size === after.list_size ? {} : { list_size: { old: before.list_size, new: after.list_size } },
-        entity_data: { ...after }
-      })
       requireFullyApplied(ctx, outcome, `do-not-reach list ${list.id}`)
       const data = uploadCounts(outcome).perOperation
       const echo = outcome.plan.echo.map((e) => ({ params: { account_id: account.id, do_not_reach_list_id: list.id, ...e.params }, operation_type: e.operation_type }))

@@ -45,6 +45,18 @@ export interface MembershipSummary {
   uploads: number
 }
 
+/** The list before and after an upload, as summary() reports it. */
+export interface UploadSummaries {
+  before: MembershipSummary
+  after: MembershipSummary
+}
+
+/**
+ * Commits the writes of an upload (one atomic batch): the caller adds its
+ * entity change, computed from the summaries, to the same batch.
+ */
+export type MembershipCommit = (ops: StoreOp[], summaries: UploadSummaries) => Promise<void>
+
 const PURGE_BATCH = 1000
 
 export class Membership {
@@ -90,10 +102,13 @@ export class Membership {
    * its user objects whose planned state is really in the store afterwards
    * (read back under the lease): the upload's success counts come from this,
    * not from the input, so a write that did not fully land shows as a mismatch.
+   * `commit` writes the batch (default: the store's batch), knowing the
+   * list's summary before and after it.
    */
-  async apply(operations: MembershipOperation[], now = Date.now()): Promise<number[]> {
+  async apply(operations: MembershipOperation[], now = Date.now(), commit?: MembershipCommit): Promise<number[]> {
     return withLock(this.store, this.lock, async () => {
       await this.purgeExpired(now)
+      const before = await this.currentSummary(now)
       const identifiers = [...new Set(operations.flatMap((o) => o.users.flat()))]
       const found = await this.store.mget(identifiers.map((i) => this.ident(i)))
       const identMap = new Map<string, string | null>()
@@ -143,24 +158,36 @@ export class Membership {
         const m = identMap.get(id)
         ops.push(m ? { op: 'set', key: this.ident(id), value: m } : { op: 'del', key: this.ident(id) })
       }
+      // Members (delta) and members not yet in effect (pendingDelta) gained or lost by this upload.
       let delta = 0
+      let pendingDelta = 0
       for (const [member, r] of records) {
         if (r) {
           if (!original.has(member)) delta++
           ops.push({ op: 'set', key: this.rec(member), value: JSON.stringify(r) })
           ops.push({ op: 'zadd', key: this.expiry, score: r.expires_at, member })
-          if (r.effective_at > now) ops.push({ op: 'zadd', key: this.pending, score: r.effective_at, member })
-          else if (wasPending.has(member)) ops.push({ op: 'zrem', key: this.pending, members: [member] })
+          if (r.effective_at > now) {
+            ops.push({ op: 'zadd', key: this.pending, score: r.effective_at, member })
+            if (!wasPending.has(member)) pendingDelta++
+          } else if (wasPending.has(member)) {
+            ops.push({ op: 'zrem', key: this.pending, members: [member] })
+            pendingDelta--
+          }
         } else if (original.has(member)) {
           delta--
           ops.push({ op: 'del', key: this.rec(member) })
           ops.push({ op: 'zrem', key: this.expiry, members: [member] })
-          if (wasPending.has(member)) ops.push({ op: 'zrem', key: this.pending, members: [member] })
+          if (wasPending.has(member)) {
+            ops.push({ op: 'zrem', key: this.pending, members: [member] })
+            pendingDelta--
+          }
         }
       }
       if (delta !== 0) ops.push({ op: 'incr', key: this.count, by: delta })
       ops.push({ op: 'incr', key: this.uploads, by: 1 })
-      await this.store.batch(ops)
+      const after: MembershipSummary = { size: Math.max(0, before.counted + delta - (before.pending + pendingDelta)), uploads: before.uploads + 1 }
+      const summaries = { before: { size: before.size, uploads: before.uploads }, after }
+      await (commit ? commit(ops, summaries) : this.store.batch(ops))
       return this.appliedCounts(operations, identMap, records)
     })
   }
@@ -217,12 +244,22 @@ export class Membership {
     // Reads stay lock-free unless someone's expires_at has passed.
     const due = await this.store.zrangeByScore(this.expiry, 0, now, { limit: 1 })
     if (due.length > 0) await withLock(this.store, this.lock, () => this.purgeExpired(now))
+    const { size } = await this.currentSummary(now)
+    return { size, uploads }
+  }
+
+  /**
+   * The summary with its parts: members counted (incl. pending) and members
+   * not yet in effect. Expired members must have been purged.
+   */
+  private async currentSummary(now: number): Promise<MembershipSummary & { counted: number; pending: number }> {
     // Members whose effective_at has come no longer wait.
     while ((await this.store.zpopByScore(this.pending, now, PURGE_BATCH)).length === PURGE_BATCH) {
       // keep popping until every member now in effect has left the pending set
     }
-    const [count, pending] = await Promise.all([this.store.get(this.count), this.store.zcard(this.pending)])
-    return { size: Math.max(0, Number(count ?? 0) - pending), uploads }
+    const [uploads, count, pending] = await Promise.all([this.store.get(this.uploads), this.store.get(this.count), this.store.zcard(this.pending)])
+    const counted = Number(count ?? 0)
+    return { size: Math.max(0, counted - pending), uploads: Number(uploads ?? 0), counted, pending }
   }
 
   /** Whether an identifier belongs to a member in effect now. */

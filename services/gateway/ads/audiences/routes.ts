@@ -2,10 +2,11 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
 import { requireAccount } from '../accounts'
-import { ADS_API_VERSION, ADS_AUTH, actorOf, listOptions, paginate, Params, sendData } from '../conventions'
-import { publishEntityChange } from '../entities'
+import { type Actor, ADS_API_VERSION, ADS_AUTH, actorOf, listOptions, paginate, Params, sendData } from '../conventions'
+import { commitEntityChanges } from '../entities'
 import { withLock } from '../catalog/lock'
-import { type AudienceAccess, audienceMembers, audienceRepo, publicAudience, type PublicAudience, requireAudience, sharedWith } from './audiences'
+import { type AudienceAccess, audienceMembers, audienceRepo, publicAudience, type PublicAudience, renderAudience, requireAudience, sharedWith } from './audiences'
+import type { MembershipOperation } from './membership'
 import { registerDoNotReachRoutes } from './do-not-reach'
 import { registerInsightsRoutes } from './insights'
 import { registerPermissionRoutes } from './permissions'
@@ -36,8 +37,43 @@ async function nameTaken(ctx: ServiceContext, accountId: string, name: string, e
   return all.some((a) => !a.deleted && a.id !== exceptId && a.name === name)
 }
 
+/** Uploads need ownership or a READ_WRITE grant. */
+function requireUploadAccess(access: AudienceAccess): AudienceAccess {
+  if (!access.isOwner && access.level !== 'READ_WRITE') {
+    throw new AdsError(403, { code: 'ACTION_NOT_ALLOWED', message: `Audience ${access.audience.id} is shared with this account READ_ONLY; uploads need READ_WRITE`, parameter: 'custom_audience_id' })
+  }
+  return access
+}
+
 function duplicateName(name: string): AdsError {
   return new AdsError(409, { code: 'DUPLICATE', message: `An audience named "${name.slice(0, 100)}" already exists in this account; names must be unique`, parameter: 'name' })
+}
+
+/**
+ * Applies an upload to the audience's members. The members and the
+ * audience's UPDATE change (its size before and after) commit in one batch,
+ * under the audience's entity lease: a rename or a delete of the audience
+ * is not interleaved, and an audience deleted meanwhile is 404.
+ */
+async function applyAudienceUpload(ctx: ServiceContext, accountId: string, access: AudienceAccess, operations: MembershipOperation[], actor: Actor): Promise<number[]> {
+  const { owner_account_id: owner, id } = access.audience
+  return withLock(ctx.store, audienceRepo(ctx).lockKey(owner, id), async () => {
+    const current = requireUploadAccess(await requireAudience(ctx, accountId, id))
+    return audienceMembers(ctx, id).apply(operations, Date.now(), async (ops, { before, after }) => {
+      const [was, now] = [renderAudience(current, before), renderAudience(current, after)]
+      await commitEntityChanges(ctx, ops, [
+        {
+          account_id: owner,
+          entity_type: 'CUSTOM_AUDIENCE',
+          entity_id: id,
+          change_type: 'UPDATE',
+          changed_by: actor,
+          changes: was.audience_size === now.audience_size ? {} : { audience_size: { old: was.audience_size, new: now.audience_size } },
+          entity_data: { ...now }
+        }
+      ])
+    })
+  })
 }
 
 export async function registerAudienceRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
@@ -116,26 +152,13 @@ export async function registerAudienceRoutes(app: FastifyInstance, ctx: ServiceC
   app.post('/12/accounts/:account_id/custom_audiences/:custom_audience_id/users', { config: { auth: ADS_AUTH, rateLimit: UPLOAD_RATE_LIMITS.customAudience }, bodyLimit: MAX_UPLOAD_BODY_BYTES }, async (request, reply) => {
     const account = await requireAccount(ctx, request, pathOf(request).account_id ?? '')
     const access = await requireAudience(ctx, account.id, pathOf(request).custom_audience_id ?? '')
-    if (!access.isOwner && access.level !== 'READ_WRITE') {
-      throw new AdsError(403, { code: 'ACTION_NOT_ALLOWED', message: `Audience ${access.audience.id} is shared with this account READ_ONLY; uploads need READ_WRITE`, parameter: 'custom_audience_id' })
-    }
-    const before = await publicAudience(ctx, access)
+    requireUploadAccess(access)
     const outcome = await runUpload(ctx, request, reply, {
       rules: CUSTOM_AUDIENCE_RULES,
-      membership: async () => audienceMembers(ctx, access.audience.id),
+      apply: (operations) => applyAudienceUpload(ctx, account.id, access, operations, actorOf(request)),
       requestEcho: () => pathEcho(request)
     })
     if (!outcome) return reply
-    const after = await publicAudience(ctx, access)
-    await publishEntityChange(ctx, {
-      account_id: access.audience.owner_account_id,
-      entity_type: 'CUSTOM_AUDIENCE',
-      entity_id: access.audience.id,
-      change_type: 'UPDATE',
-      changed_by: actorOf(request),
-      changes: before.audience_size === after.audience_size ? {} : { audience_size: { old: before.audience_size, new: after.audience_size } },
-      entity_data: { ...after }
-    })
     requireFullyApplied(ctx, outcome, `custom audience ${access.audience.id}`)
     const { success, total } = uploadCounts(outcome)
     return reply

@@ -3,14 +3,16 @@ import type { ServiceContext } from '../../../common/context'
 import { AdsError } from '../../../common/errors'
 import { adsRequestParams } from '../../../common/http'
 import { ADS_API_VERSION, requireJsonBody } from '../conventions'
-import type { Membership } from './membership'
+import type { MembershipOperation } from './membership'
 import { checkBatchShape, type UploadPlan, type UploadRules, validateUpload } from './uploads'
 
 /**
  * The shared path of both upload endpoints (rate limited by their route's
  * `rateLimit` family, see UPLOAD_RATE_LIMITS): JSON array shape
  * (request-level `errors`), per-operation validation (`operation_errors`,
- * indexed like the input), then one atomic application to the membership.
+ * indexed like the input), then one atomic application to the membership,
+ * committed with the list's entity change (one store batch: the gateway
+ * outbox publishes the change afterwards).
  * The success counts are the records the store really holds afterwards;
  * any difference from the records sent is answered as an error to retry.
  */
@@ -54,12 +56,18 @@ export function requireFullyApplied(ctx: ServiceContext, outcome: UploadOutcome,
   throw new AdsError(500, { code: 'INTERNAL_ERROR', message: `The upload was not fully applied (${success} of ${total} records); retry the request` })
 }
 
-export async function runUpload(
-  ctx: ServiceContext,
-  request: FastifyRequest,
-  reply: FastifyReply,
-  options: { rules: UploadRules; membership: () => Promise<Membership>; requestEcho: (plan: UploadPlan | undefined, body: unknown[]) => unknown }
-): Promise<UploadOutcome | undefined> {
+export interface UploadOptions {
+  rules: UploadRules
+  /**
+   * Applies the validated operations (Membership.apply, whose commit puts
+   * the list's entity change in the upload's batch) and returns what it
+   * returns.
+   */
+  apply: (operations: MembershipOperation[]) => Promise<number[]>
+  requestEcho: (plan: UploadPlan | undefined, body: unknown[]) => unknown
+}
+
+export async function runUpload(ctx: ServiceContext, request: FastifyRequest, reply: FastifyReply, options: UploadOptions): Promise<UploadOutcome | undefined> {
   const body = checkBatchShape(requireJsonBody(request))
   const validation = validateUpload(body, options.rules)
   if (!validation.ok) {
@@ -70,8 +78,7 @@ export async function runUpload(
       .send({ operation_errors: validation.operationErrors, request: options.requestEcho(undefined, body) })
     return undefined
   }
-  const membership = await options.membership()
-  const applied = await membership.apply(validation.plan.operations)
+  const applied = await options.apply(validation.plan.operations)
   return { plan: validation.plan, applied }
 }
 

@@ -1,8 +1,10 @@
 import type { ServiceContext } from '../../../common/context'
 import type { Worker } from '../../../common/service'
+import type { StoreOp } from '../../../common/store/types'
+import { commitEntityChanges } from '../entities'
 import { evaluateFilters } from './filters'
 import { withLock } from './lock'
-import { allProducts, CatalogKeys, getProductSet, publishCatalogChange, publicProductSet, type StoredProductSet, SYSTEM_ACTOR } from './store'
+import { allProducts, catalogChange, CatalogKeys, getProductSet, publicProductSet, type StoredProductSet, SYSTEM_ACTOR } from './store'
 
 /**
  * Background evaluation of FILTERED product sets: PROCESSING -> DONE, or
@@ -42,22 +44,29 @@ export async function evaluateProductSet(ctx: ServiceContext, catalogId: string,
     const next: StoredProductSet = result.ok
       ? { ...current, processing_status: 'DONE', product_ids: result.productIds }
       : { ...current, processing_status: 'FAILED', product_ids: [] }
-    await ctx.store.setJson(CatalogKeys.set(catalogId, setId), next)
+    await commitSetChange(ctx, current, next)
     if (!result.ok) ctx.log.warn({ catalogId, setId, reason: result.reason }, 'product set evaluation failed')
-    const catalog = await ctx.store.getJson<{ user_id: string }>(CatalogKeys.catalog(catalogId))
-    if (catalog) {
-      const [before, after] = await Promise.all([publicProductSet(ctx, current), publicProductSet(ctx, next)])
-      await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT_SET', 'UPDATE', setId, { ...after }, { ...before }, SYSTEM_ACTOR)
-    }
     return result.ok ? 'done' : 'failed'
   })
+}
+
+/** Writes the set with its UPDATE entity change (by the system) in one batch. Call under the catalog's lease. */
+async function commitSetChange(ctx: ServiceContext, current: StoredProductSet, next: StoredProductSet): Promise<void> {
+  const write: StoreOp = { op: 'set', key: CatalogKeys.set(next.catalog_id, next.id), value: JSON.stringify(next) }
+  const catalog = await ctx.store.getJson<{ user_id: string }>(CatalogKeys.catalog(next.catalog_id))
+  if (!catalog) {
+    await ctx.store.batch([write])
+    return
+  }
+  const [before, after] = await Promise.all([publicProductSet(ctx, current), publicProductSet(ctx, next)])
+  await commitEntityChanges(ctx, [write], [catalogChange(catalog.user_id, 'PRODUCT_SET', 'UPDATE', next.id, { ...after }, { ...before }, SYSTEM_ACTOR)])
 }
 
 async function markFailed(ctx: ServiceContext, catalogId: string, setId: string): Promise<void> {
   await withLock(ctx.store, CatalogKeys.lock(catalogId), async () => {
     const current = await getProductSet(ctx, catalogId, setId)
     if (current && current.processing_status === 'PROCESSING') {
-      await ctx.store.setJson(CatalogKeys.set(catalogId, setId), { ...current, processing_status: 'FAILED', product_ids: [] })
+      await commitSetChange(ctx, current, { ...current, processing_status: 'FAILED', product_ids: [] })
     }
   })
 }

@@ -5,6 +5,7 @@ import { newNumericId } from '../../../common/ids'
 import type { StoreOp } from '../../../common/store/types'
 import { nowIso } from '../accounts'
 import { ADS_AUTH, actorOf, Params, requireJsonBody, sendData, userIdOf, type Actor } from '../conventions'
+import { commitEntityChanges } from '../entities'
 import { actingUser } from './access'
 import { parseFilters } from './filters'
 import { type ImageCheck, ImageChecker } from './images'
@@ -12,22 +13,23 @@ import { withLock } from './lock'
 import { additionalImages, type ItemMessage, type Product, sameProduct, validateProduct } from './products'
 import {
   type Catalog,
+  catalogChange,
   CatalogKeys,
   catalogOfUser,
   createCatalog,
   deleteCatalog,
+  evaluationOps,
   itemGroupKeyFor,
   productSetPage,
   productKeysByIds,
+  productChange,
   productPage,
   productsByKeys,
   publicCatalog,
   publicProduct,
   publicProductSet,
-  publishCatalogChange,
   refreshGroupListing,
   renameCatalog,
-  requestEvaluation,
   requireCatalog,
   requireProductSet,
   type StoredProduct,
@@ -247,12 +249,10 @@ async function upsertProducts(ctx: ServiceContext, catalog: Catalog, items: unkn
       ops.push({ op: 'zadd', key: CatalogKeys.listed(cid), score: w.after.seq, member: key })
     }
   }
-  await ctx.store.batch(ops)
+  // The products, their entity changes and the re-evaluation of the FILTERED sets commit together.
+  ops.push(...(await evaluationOps(ctx, cid)))
+  await commitEntityChanges(ctx, ops, writes.map((w) => productChange(catalog.user_id, w.before, w.after, actor)))
   await refreshGroupListing(ctx, cid, touchedGroups)
-  for (const w of writes) {
-    await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT', w.before ? 'UPDATE' : 'CREATE', w.after.product_key, { ...publicProduct(w.after) }, w.before ? { ...publicProduct(w.before) } : undefined, actor)
-  }
-  await requestEvaluation(ctx, cid)
   return results
 }
 
@@ -284,13 +284,10 @@ async function deleteProducts(ctx: ServiceContext, catalog: Catalog, keys: strin
       groups.push(p.item_group_key)
     }
   }
-  await ctx.store.batch(ops)
+  ops.push(...(await evaluationOps(ctx, cid)))
+  await commitEntityChanges(ctx, ops, [...removed.values()].map((p) => productChange(catalog.user_id, p, undefined, actor)))
   // The next variant of a group becomes the one a fetch returns.
   await refreshGroupListing(ctx, cid, groups)
-  for (const p of removed.values()) {
-    await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT', 'DELETE', p.product_key, { ...publicProduct(p), deleted: true }, { ...publicProduct(p) }, actor)
-  }
-  await requestEvaluation(ctx, cid)
   return out
 }
 
@@ -488,15 +485,16 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
       created_at: now,
       updated_at: now
     }
-    await withCatalogLock(ctx, catalog, async () => {
-      await ctx.store.batch([
+    const out = await withCatalogLock(ctx, catalog, async () => {
+      const rendered = await publicProductSet(ctx, set)
+      const writes: StoreOp[] = [
         { op: 'set', key: CatalogKeys.set(catalog.id, set.id), value: JSON.stringify(set) },
         { op: 'zadd', key: CatalogKeys.sets(catalog.id), score: Date.now(), member: set.id },
         ...(type === 'FILTERED' ? [{ op: 'zadd' as const, key: CatalogKeys.evalQueue, score: Date.now(), member: `${catalog.id}:${set.id}` }] : [])
-      ])
+      ]
+      await commitEntityChanges(ctx, writes, [catalogChange(catalog.user_id, 'PRODUCT_SET', 'CREATE', set.id, { ...rendered }, undefined, actorOf(request))])
+      return rendered
     })
-    const out = await publicProductSet(ctx, set)
-    await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT_SET', 'CREATE', set.id, { ...out }, undefined, actorOf(request))
     return sendData(request, reply, out, 'product_set')
   })
 
@@ -515,7 +513,7 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
     if (name === undefined && description === undefined && productKeys === undefined) {
       throw new AdsError(400, { code: 'MISSING_PARAMETER', message: `Nothing to update: send name, description${existing.type === 'MANUAL' ? ' or product_keys' : ''}`, parameter: 'name' })
     }
-    const result = await withCatalogLock(ctx, catalog, async () => {
+    const after = await withCatalogLock(ctx, catalog, async () => {
       const current = await requireProductSet(ctx, catalog.id, setId)
       const next: StoredProductSet = {
         ...current,
@@ -524,28 +522,30 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
         ...(productKeys !== undefined ? { product_keys: productKeys } : {}),
         updated_at: nowIso()
       }
-      await ctx.store.setJson(CatalogKeys.set(catalog.id, setId), next)
-      return { before: current, after: next }
+      const [was, now] = await Promise.all([publicProductSet(ctx, current), publicProductSet(ctx, next)])
+      await commitEntityChanges(
+        ctx,
+        [{ op: 'set', key: CatalogKeys.set(catalog.id, setId), value: JSON.stringify(next) }],
+        [catalogChange(catalog.user_id, 'PRODUCT_SET', 'UPDATE', setId, { ...now }, { ...was }, actorOf(request))]
+      )
+      return now
     })
-    const [before, after] = await Promise.all([publicProductSet(ctx, result.before), publicProductSet(ctx, result.after)])
-    await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT_SET', 'UPDATE', setId, { ...after }, { ...before }, actorOf(request))
     return sendData(request, reply, after, 'product_set')
   })
 
   app.delete('/12/product_catalogs/:product_catalog_id/product_sets/:product_set_id', route, async (request, reply) => {
     const catalog = await catalogOfRequest(ctx, request)
     const setId = params(request).product_set_id ?? ''
-    const set = await withCatalogLock(ctx, catalog, async () => {
-      const current = await requireProductSet(ctx, catalog.id, setId)
-      await ctx.store.batch([
+    const out = await withCatalogLock(ctx, catalog, async () => {
+      const rendered = await publicProductSet(ctx, await requireProductSet(ctx, catalog.id, setId))
+      const writes: StoreOp[] = [
         { op: 'del', key: CatalogKeys.set(catalog.id, setId) },
         { op: 'zrem', key: CatalogKeys.sets(catalog.id), members: [setId] },
         { op: 'zrem', key: CatalogKeys.evalQueue, members: [`${catalog.id}:${setId}`] }
-      ])
-      return current
+      ]
+      await commitEntityChanges(ctx, writes, [catalogChange(catalog.user_id, 'PRODUCT_SET', 'DELETE', setId, { ...rendered, deleted: true }, { ...rendered }, actorOf(request))])
+      return rendered
     })
-    const out = await publicProductSet(ctx, set)
-    await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT_SET', 'DELETE', setId, { ...out, deleted: true }, { ...out }, actorOf(request))
     return sendData(request, reply, out, 'product_set')
   })
 }

@@ -4,7 +4,8 @@ import { newNumericId } from '../../../common/ids'
 import type { StoreOp } from '../../../common/store/types'
 import { nowIso } from '../accounts'
 import type { Actor } from '../conventions'
-import { diffFields, publishEntityChange } from '../entities'
+import { commitEntityChanges, diffFields, type EntityChangeInput } from '../entities'
+import { withLock } from './lock'
 import type { Filter } from './filters'
 import { PRODUCT_FIELDS, type Product } from './products'
 
@@ -12,7 +13,9 @@ import { PRODUCT_FIELDS, type Product } from './products'
  * Catalog state in the gateway's `ads:` keyspace. A catalog belongs to a
  * user (one per user), not to an ads account, so its entity changes are
  * published under the scope `user:<user_id>` (no account id can contain a
- * colon). Keys:
+ * colon). Every change commits with its entity change event in one store
+ * batch (commitEntityChanges): the gateway outbox publishes it afterwards.
+ * Keys:
  *
  *   ads:catalog:by-user:{user_id}            catalog id of the user
  *   ads:catalog:{cid}                        Catalog (JSON)
@@ -27,6 +30,7 @@ import { PRODUCT_FIELDS, type Product } from './products'
  *   ads:catalog:{cid}:sets                   zset of product set ids by creation
  *   ads:catalog:{cid}:set:{sid}              StoredProductSet (JSON)
  *   ads:catalog:{cid}:lock                   write lease (lock.ts)
+ *   ads:catalog:by-user-lock:{user_id}       lease of a catalog create (one per user)
  *   ads:catalog:eval-queue                   zset `{cid}:{sid}` by due time (evaluator.ts)
  */
 
@@ -86,6 +90,7 @@ export const CatalogKeys = {
   sets: (cid: string) => `ads:catalog:${cid}:sets`,
   set: (cid: string, sid: string) => `ads:catalog:${cid}:set:${sid}`,
   lock: (cid: string) => `ads:catalog:${cid}:lock`,
+  userLock: (userId: string) => `ads:catalog:by-user-lock:${userId}`,
   evalQueue: 'ads:catalog:eval-queue'
 }
 
@@ -105,8 +110,12 @@ export function publicCatalog(c: Catalog): { id: string; name: string } {
   return { id: c.id, name: c.name }
 }
 
-export async function publishCatalogChange(
-  ctx: ServiceContext,
+/**
+ * The entity change of a catalog, a product or a product set, under the
+ * owner's scope. Commit it with the writes of the change
+ * (commitEntityChanges), never after them: the outbox then publishes it.
+ */
+export function catalogChange(
   userId: string,
   entityType: 'PRODUCT_CATALOG' | 'PRODUCT' | 'PRODUCT_SET',
   changeType: 'CREATE' | 'UPDATE' | 'DELETE',
@@ -114,8 +123,8 @@ export async function publishCatalogChange(
   after: Record<string, unknown>,
   before: Record<string, unknown> | undefined,
   actor: Actor
-): Promise<void> {
-  await publishEntityChange(ctx, {
+): EntityChangeInput {
+  return {
     account_id: catalogScope(userId),
     entity_type: entityType,
     entity_id: entityId,
@@ -123,7 +132,14 @@ export async function publishCatalogChange(
     changed_by: actor,
     changes: diffFields(before, after),
     entity_data: after
-  })
+  }
+}
+
+/** A product's entity change: `before` undefined for a CREATE, `after` undefined for a DELETE. */
+export function productChange(userId: string, before: StoredProduct | undefined, after: StoredProduct | undefined, actor: Actor): EntityChangeInput {
+  const was = before ? { ...publicProduct(before) } : undefined
+  if (!after) return catalogChange(userId, 'PRODUCT', 'DELETE', (before as StoredProduct).product_key, { ...was, deleted: true }, was, actor)
+  return catalogChange(userId, 'PRODUCT', before ? 'UPDATE' : 'CREATE', after.product_key, { ...publicProduct(after) }, was, actor)
 }
 
 // ------------------------------------------------------------------ catalogs
@@ -133,21 +149,29 @@ export async function catalogOfUser(ctx: ServiceContext, userId: string): Promis
   return id === undefined ? undefined : ctx.store.getJson<Catalog>(CatalogKeys.catalog(id))
 }
 
+/**
+ * The user's catalog. Under the user's lease, so "one catalog per user"
+ * holds under concurrent creates; the user's slot, the catalog and its
+ * CREATE change commit in one batch.
+ */
 export async function createCatalog(ctx: ServiceContext, userId: string, name: string, actor: Actor): Promise<Catalog> {
-  const now = nowIso()
-  const catalog: Catalog = { id: newNumericId(), name, user_id: userId, created_at: now, updated_at: now }
-  // setIfAbsent on the user's slot makes "one catalog per user" hold under concurrent creates.
-  if (!(await ctx.store.setIfAbsent(CatalogKeys.byUser(userId), catalog.id))) {
+  return withLock(ctx.store, CatalogKeys.userLock(userId), async () => {
     const existing = await catalogOfUser(ctx, userId)
-    throw new AdsError(409, {
-      code: 'DUPLICATE',
-      message: `A user can have only one product catalog; this user already has catalog ${existing?.id ?? ''}`.trim(),
-      parameter: 'name'
-    })
-  }
-  await ctx.store.setJson(CatalogKeys.catalog(catalog.id), catalog)
-  await publishCatalogChange(ctx, userId, 'PRODUCT_CATALOG', 'CREATE', catalog.id, publicCatalog(catalog), undefined, actor)
-  return catalog
+    if (existing) {
+      throw new AdsError(409, { code: 'DUPLICATE', message: `A user can have only one product catalog; this user already has catalog ${existing.id}`, parameter: 'name' })
+    }
+    const now = nowIso()
+    const catalog: Catalog = { id: newNumericId(), name, user_id: userId, created_at: now, updated_at: now }
+    await commitEntityChanges(
+      ctx,
+      [
+        { op: 'set', key: CatalogKeys.byUser(userId), value: catalog.id },
+        { op: 'set', key: CatalogKeys.catalog(catalog.id), value: JSON.stringify(catalog) }
+      ],
+      [catalogChange(userId, 'PRODUCT_CATALOG', 'CREATE', catalog.id, publicCatalog(catalog), undefined, actor)]
+    )
+    return catalog
+  })
 }
 
 /** The catalog of the path, which must be the caller's: another user's is 403, an unknown id 404. */
@@ -164,8 +188,11 @@ export async function requireCatalog(ctx: ServiceContext, userId: string, catalo
 export async function renameCatalog(ctx: ServiceContext, catalog: Catalog, name: string, actor: Actor): Promise<Catalog> {
   if (catalog.name === name) return catalog
   const after = { ...catalog, name, updated_at: nowIso() }
-  await ctx.store.setJson(CatalogKeys.catalog(catalog.id), after)
-  await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT_CATALOG', 'UPDATE', catalog.id, publicCatalog(after), publicCatalog(catalog), actor)
+  await commitEntityChanges(
+    ctx,
+    [{ op: 'set', key: CatalogKeys.catalog(catalog.id), value: JSON.stringify(after) }],
+    [catalogChange(catalog.user_id, 'PRODUCT_CATALOG', 'UPDATE', catalog.id, publicCatalog(after), publicCatalog(catalog), actor)]
+  )
   return after
 }
 
@@ -173,7 +200,8 @@ export async function renameCatalog(ctx: ServiceContext, catalog: Catalog, name:
  * Permanent deletion of the catalog with every product and product set in
  * it. Each removed product and product set gets its own DELETE entity
  * change (consumers such as account history know them individually), then
- * the catalog's. Call under the catalog's lease (withCatalogLock).
+ * the catalog's, all committed with the deletion in one batch. Call under
+ * the catalog's lease (withCatalogLock).
  */
 export async function deleteCatalog(ctx: ServiceContext, catalog: Catalog, actor: Actor): Promise<void> {
   const products = await allProducts(ctx, catalog.id)
@@ -190,14 +218,11 @@ export async function deleteCatalog(ctx: ServiceContext, catalog: Catalog, actor
     ...keys.map((key): StoreOp => ({ op: 'del', key })),
     ...sets.map((set): StoreOp => ({ op: 'zrem', key: CatalogKeys.evalQueue, members: [`${catalog.id}:${set.id}`] }))
   ]
-  await ctx.store.batch(ops)
-  for (const p of products) {
-    await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT', 'DELETE', p.product_key, { ...publicProduct(p), deleted: true }, { ...publicProduct(p) }, actor)
-  }
-  for (const set of renderedSets) {
-    await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT_SET', 'DELETE', set.id, { ...set, deleted: true }, { ...set }, actor)
-  }
-  await publishCatalogChange(ctx, catalog.user_id, 'PRODUCT_CATALOG', 'DELETE', catalog.id, { ...publicCatalog(catalog), deleted: true }, publicCatalog(catalog), actor)
+  await commitEntityChanges(ctx, ops, [
+    ...products.map((p) => productChange(catalog.user_id, p, undefined, actor)),
+    ...renderedSets.map((set) => catalogChange(catalog.user_id, 'PRODUCT_SET', 'DELETE', set.id, { ...set, deleted: true }, { ...set }, actor)),
+    catalogChange(catalog.user_id, 'PRODUCT_CATALOG', 'DELETE', catalog.id, { ...publicCatalog(catalog), deleted: true }, publicCatalog(catalog), actor)
+  ])
 }
 
 // ------------------------------------------------------------------ products
@@ -309,10 +334,13 @@ export async function publicProductSet(ctx: ServiceContext, set: StoredProductSe
   }
 }
 
-/** Marks the FILTERED sets of a catalog PROCESSING and queues their evaluation (after products changed). */
-export async function requestEvaluation(ctx: ServiceContext, cid: string, sets?: StoredProductSet[]): Promise<void> {
+/**
+ * The writes that mark the FILTERED sets of a catalog PROCESSING and queue
+ * their evaluation (after products changed): commit them with the product
+ * writes, so a crash cannot leave changed products with stale sets.
+ */
+export async function evaluationOps(ctx: ServiceContext, cid: string, sets?: StoredProductSet[]): Promise<StoreOp[]> {
   const targets = (sets ?? (await listProductSets(ctx, cid))).filter((s) => s.type === 'FILTERED')
-  if (targets.length === 0) return
   const now = Date.now()
   const ops: StoreOp[] = []
   for (const s of targets) {
@@ -320,5 +348,5 @@ export async function requestEvaluation(ctx: ServiceContext, cid: string, sets?:
     ops.push({ op: 'set', key: CatalogKeys.set(cid, s.id), value: JSON.stringify(next) })
     ops.push({ op: 'zadd', key: CatalogKeys.evalQueue, score: now, member: `${cid}:${s.id}` })
   }
-  await ctx.store.batch(ops)
+  return ops
 }
