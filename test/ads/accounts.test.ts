@@ -4,8 +4,10 @@ import t from 'tap'
 import { run as runAccounts } from '../../services/cli/accounts'
 import { projectRoot } from '../../services/common/bus/topics'
 import { createAccount, grantAccountAccess, grantFeatures } from '../../services/gateway/ads/accounts'
-import { bearerRequest, plainRequest, type TestResponse } from '../helper'
+import { bearerRequest, createIdentity, eventually, oauth1Request, plainRequest, startTestRuntime, type TestIdentity, type TestResponse } from '../helper'
+import { redisStore, startRedis } from '../support/infra'
 import { adsFixture, expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
+import { checkChain, collectChanges } from './change-fixtures'
 
 /** Accounts (list, read, update), features, account apps, advertiser business categories, operator routes. */
 
@@ -210,4 +212,31 @@ t.test('the CLI dispatcher names only its own groups', async (t) => {
     t.equal(res.status, 2, `${group}: usage exit (${res.stderr.slice(0, 200)})`)
     t.match(res.stderr, /^usage: cli <.*\baccount\b.*>/, `${group}: the usage lists the groups`)
   }
+})
+
+t.test('concurrent account PUTs and grants: no change is lost, the account changes chain', async (t) => {
+  // On Redis: requests really interleave there (the memory store answers in microtasks).
+  const store = await redisStore(t, await startRedis(t))
+  const f = await adsFixture(t, { rt: await startTestRuntime(t, { env: { OPERATOR_TOKEN }, store }) })
+  const changes = await collectChanges(t, f.rt.ctx.bus, 'account-concurrent')
+  const helpers: TestIdentity[] = []
+  for (let i = 0; i < 3; i++) helpers.push(await createIdentity(f.rt.ctx.store))
+  const industries = ['RETAIL', 'TRAVEL', 'MEDIA', 'FINANCIAL']
+  for (const [round, industry] of industries.entries()) {
+    const [named, typed] = await Promise.all([
+      f.call('PUT', '', { query: { name: `Brand ${round}` } }),
+      f.call('PUT', '', { query: { industry_type: industry } }),
+      // A grant rewrites the same record (its internal user list).
+      ...(round < helpers.length ? [grantAccountAccess(f.rt.ctx, f.account.id, (helpers[round] as TestIdentity).user.id)] : [])
+    ])
+    t.equal((named as TestResponse).status, 200)
+    t.equal((typed as TestResponse).status, 200)
+    t.match((await f.call('GET', '')).json<{ data: unknown }>().data, { name: `Brand ${round}`, industry_type: industry }, `round ${round}: both PUTs landed`)
+  }
+  for (const helper of helpers) t.equal((await oauth1Request('GET', `${f.rt.baseUrl}/12/accounts/${f.account.id}`, helper)).status, 200, 'every grant landed')
+  await eventually(() => changes.filter((c) => c.entity_id === f.account.id).length >= 2 * industries.length)
+  const mine = changes.filter((c) => c.entity_id === f.account.id)
+  t.equal(mine.length, 2 * industries.length, 'one change per PUT (grants change nothing public)')
+  checkChain(t, mine.slice(1))
+  t.same(mine[mine.length - 1]?.entity_data, (await f.call('GET', '')).json<{ data: unknown }>().data, 'the last change is the account as read')
 })

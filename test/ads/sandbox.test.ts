@@ -1,7 +1,10 @@
+import path from 'node:path'
 import t from 'tap'
+import { MemoryStore } from '../../services/common/store/memory'
 import { listAccountsForUser } from '../../services/gateway/ads/accounts'
-import { createIdentity, oauth1Request } from '../helper'
-import { adsFixture, expectError } from './campaigns-fixtures'
+import { createIdentity, eventually, oauth1Request, startTestRuntime, tempDir } from '../helper'
+import { adsFixture, expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
+import { collectChanges, outboxFailingStore } from './change-fixtures'
 
 /**
  * The sandbox host ({ads_sandbox_url}): account create/delete, feature
@@ -105,4 +108,38 @@ t.test('sandbox: add and remove account features', async (t) => {
   expectError(t, await features('DELETE', 'WEBSITE_CLICKS_CPM_BILLING'), 400, 'INVALID_PARAMETER', 'feature_keys')
   const stranger = await adsFixture(t, { rt: f.rt })
   expectError(t, await oauth1Request('POST', `${sandbox}/12/accounts/${f.account.id}/features`, stranger.id, { query: { feature_keys: 'AGE_TARGETING' } }), 403, 'ACCOUNT_NOT_FOUND', 'account_id')
+})
+
+t.test('sandbox: an account and its change event commit together; a failed commit leaves no account', async (t) => {
+  const base = await MemoryStore.open(path.join(tempDir(t, 'sandbox-outbox-'), 'state'))
+  t.teardown(() => base.close())
+  const store = outboxFailingStore(base)
+  store.failing = false
+  const rt = await startTestRuntime(t, { store, env: { OPERATOR_TOKEN } })
+  const changes = await collectChanges(t, rt.ctx.bus, 'sandbox-account-changes')
+  const sandbox = rt.sandboxUrl as string
+  const id = await createIdentity(rt.ctx.store)
+  const accounts = async (): Promise<Array<{ id: string; deleted: boolean }>> => (await oauth1Request('GET', `${sandbox}/12/accounts`, id, { query: { with_deleted: 'true' } })).json<{ data: Array<{ id: string; deleted: boolean }> }>().data
+
+  store.failing = true
+  const refused = await oauth1Request('POST', `${sandbox}/12/accounts`, id)
+  t.equal(refused.status, 500, `the create fails with its commit (${refused.text.slice(0, 120)})`)
+  t.same(await accounts(), [], 'and leaves no account behind')
+
+  store.failing = false
+  const created = await oauth1Request('POST', `${sandbox}/12/accounts`, id)
+  t.equal(created.status, 200, created.text)
+  const accountId = created.json<{ data: { id: string } }>().data.id
+  t.same((await accounts()).map((a) => a.id), [accountId])
+  const create = await eventually(() => changes.find((c) => c.entity_type === 'ACCOUNT' && c.entity_id === accountId))
+  t.match(create, { change_type: 'CREATE', account_id: accountId, changed_by: { user_id: id.user.id }, entity_data: { id: accountId, name: 'Sandbox account', deleted: false } })
+  t.notOk('owner_user_id' in create.entity_data, 'the public rendering')
+
+  store.failing = true
+  t.equal((await oauth1Request('DELETE', `${sandbox}/12/accounts/${accountId}`, id)).status, 500, 'a delete whose commit fails')
+  t.same((await accounts()).map((a) => a.deleted), [false], 'leaves the account in place')
+  store.failing = false
+  t.equal((await oauth1Request('DELETE', `${sandbox}/12/accounts/${accountId}`, id)).status, 200)
+  await eventually(() => changes.filter((c) => c.entity_id === accountId).length >= 2)
+  t.same(changes.filter((c) => c.entity_id === accountId).map((c) => c.change_type), ['CREATE', 'DELETE'], 'one change per commit that landed')
 })

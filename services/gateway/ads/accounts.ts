@@ -2,6 +2,8 @@ import type { FastifyRequest } from 'fastify'
 import type { ServiceContext } from '../../common/context'
 import { AdsError, Ads } from '../../common/errors'
 import { newShortId } from '../../common/ids'
+import type { StoreOp } from '../../common/store/types'
+import { withLock } from './catalog/lock'
 import { userIdOf } from './conventions'
 
 /**
@@ -11,6 +13,11 @@ import { userIdOf } from './conventions'
  *   ads:account:{id}                 Account record (JSON, internal fields included)
  *   ads:user-accounts:{user_id}      sorted set of account ids the user owns or was granted
  *   ads:account-features:{id}        set of granted feature keys
+ *   ads:account-lock:{id}            lease of a change of the account record
+ *
+ * Every read-modify-write of an account record runs under the account's
+ * lease (withAccountLock), so concurrent changes (a PUT, a grant, a delete)
+ * each start from the latest committed record and none is lost.
  */
 
 export const INDUSTRY_TYPES = [
@@ -41,6 +48,8 @@ export type PublicAccount = Omit<Account, 'owner_user_id' | 'user_ids'>
 
 export const AccountKeys = {
   account: (id: string) => `ads:account:${id}`,
+  /** The lease that serializes the changes of one account record (withAccountLock). */
+  lock: (id: string) => `ads:account-lock:${id}`,
   userAccounts: (userId: string) => `ads:user-accounts:${userId}`,
   features: (id: string) => `ads:account-features:${id}`
 }
@@ -54,36 +63,58 @@ export function nowIso(): string {
   return new Date().toISOString().replace(/\.\d{3}Z$/, 'Z')
 }
 
-export async function createAccount(ctx: ServiceContext, ownerUserId: string, input: { name?: string; business_id?: string | null; business_name?: string | null } = {}): Promise<Account> {
-  const now = nowIso()
-  const account: Account = {
-    id: newShortId(5),
-    name: input.name ?? 'Sandbox account',
-    business_name: input.business_name ?? null,
-    business_id: input.business_id ?? null,
-    timezone: 'America/Los_Angeles',
-    timezone_switch_at: now,
-    approval_status: 'ACCEPTED',
-    industry_type: null,
-    created_at: now,
-    updated_at: now,
-    deleted: false,
-    owner_user_id: ownerUserId,
-    user_ids: []
+/**
+ * Commits the writes that create or change an account. The default writes
+ * them alone; a route that announces the change passes one that commits
+ * them with the entity change event (commitEntityChanges), in one batch.
+ */
+export type AccountCommit = (ops: StoreOp[], account: Account) => Promise<void>
+
+/** Runs `fn` holding the account's lease: changes of one account record, one at a time. */
+export function withAccountLock<T>(ctx: Pick<ServiceContext, 'store'>, accountId: string, fn: () => Promise<T>): Promise<T> {
+  return withLock(ctx.store, AccountKeys.lock(accountId), fn)
+}
+
+export async function createAccount(
+  ctx: Pick<ServiceContext, 'store'>,
+  ownerUserId: string,
+  input: { name?: string; business_id?: string | null; business_name?: string | null } = {},
+  commit?: AccountCommit
+): Promise<Account> {
+  for (;;) {
+    const now = nowIso()
+    const account: Account = {
+      id: newShortId(5),
+      name: input.name ?? 'Sandbox account',
+      business_name: input.business_name ?? null,
+      business_id: input.business_id ?? null,
+      timezone: 'America/Los_Angeles',
+      timezone_switch_at: now,
+      approval_status: 'ACCEPTED',
+      industry_type: null,
+      created_at: now,
+      updated_at: now,
+      deleted: false,
+      owner_user_id: ownerUserId,
+      user_ids: []
+    }
+    // Under the id's lease, "the id is free" still holds when the batch commits.
+    const created = await withAccountLock(ctx, account.id, async () => {
+      if (await ctx.store.exists(AccountKeys.account(account.id))) return false
+      const ops: StoreOp[] = [
+        { op: 'set', key: AccountKeys.account(account.id), value: JSON.stringify(account) },
+        { op: 'zadd', key: AccountKeys.userAccounts(ownerUserId), score: Date.now(), member: account.id }
+      ]
+      await (commit ? commit(ops, account) : ctx.store.batch(ops))
+      return true
+    })
+    if (created) return account
+    // A short-id collision is astronomically rare; another id keeps ids unique anyway.
   }
-  const created = await ctx.store.setJsonIfAbsent(AccountKeys.account(account.id), account)
-  // A short-id collision is astronomically rare; retrying keeps ids unique anyway.
-  if (!created) return createAccount(ctx, ownerUserId, input)
-  await ctx.store.zadd(AccountKeys.userAccounts(ownerUserId), Date.now(), account.id)
-  return account
 }
 
 export async function getAccount(ctx: ServiceContext, id: string): Promise<Account | undefined> {
   return ctx.store.getJson<Account>(AccountKeys.account(id))
-}
-
-export async function saveAccount(ctx: ServiceContext, account: Account): Promise<void> {
-  await ctx.store.setJson(AccountKeys.account(account.id), account)
 }
 
 /** Accounts the user owns or was granted, in creation order (deleted ones included). */
@@ -97,16 +128,22 @@ export function userMayUse(account: Account, userId: string): boolean {
   return account.owner_user_id === userId || account.user_ids.includes(userId)
 }
 
-/** Gives `userId` access to the account (the advertiser granting the caller access). */
+/**
+ * Gives `userId` access to the account (the advertiser granting the caller
+ * access). `user_ids` is internal: no entity change is announced.
+ */
 export async function grantAccountAccess(ctx: ServiceContext, accountId: string, userId: string): Promise<Account> {
-  const account = await getAccount(ctx, accountId)
-  if (!account) throw Ads.notFound('NOT_FOUND', `Account ${accountId} not found`)
-  if (!userMayUse(account, userId)) {
-    account.user_ids = [...account.user_ids, userId]
-    await saveAccount(ctx, account)
-    await ctx.store.zadd(AccountKeys.userAccounts(userId), Date.now(), account.id)
-  }
-  return account
+  return withAccountLock(ctx, accountId, async () => {
+    const account = await getAccount(ctx, accountId)
+    if (!account) throw Ads.notFound('NOT_FOUND', `Account ${accountId} not found`)
+    if (userMayUse(account, userId)) return account
+    const granted: Account = { ...account, user_ids: [...account.user_ids, userId] }
+    await ctx.store.batch([
+      { op: 'set', key: AccountKeys.account(accountId), value: JSON.stringify(granted) },
+      { op: 'zadd', key: AccountKeys.userAccounts(userId), score: Date.now(), member: accountId }
+    ])
+    return granted
+  })
 }
 
 /**

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
 import { Ads } from '../../../common/errors'
-import { type Account, AccountKeys, accountFeatures, INDUSTRY_TYPES, listAccountsForUser, nowIso, publicAccount, requireAccount } from '../accounts'
-import { actorOf, ADS_AUTH, listOptions, paginate, Params, sendData, userIdOf } from '../conventions'
+import { type Account, AccountKeys, accountFeatures, INDUSTRY_TYPES, listAccountsForUser, nowIso, publicAccount, requireAccount, withAccountLock } from '../accounts'
+import { type Actor, actorOf, ADS_AUTH, listOptions, paginate, Params, sendData, userIdOf } from '../conventions'
 import { commitEntityChanges, diffFields } from '../entities'
 import { accountApps } from './account-apps'
 import { REPORTED_FEATURES, sortedKeys } from './features'
@@ -16,6 +16,31 @@ import { advertiserBusinessCategories } from './reference-data'
  */
 
 const ACCOUNT_NAME_MAX = 255
+
+/**
+ * Applies `patch` to the account as just read under its lease
+ * (withAccountLock): the record and its UPDATE change commit in one batch
+ * (the outbox publishes the change); nothing is written when nothing
+ * public changes.
+ */
+async function updateAccount(ctx: ServiceContext, before: Account, patch: Partial<Account>, actor: Actor): Promise<Account> {
+  const after: Account = { ...before, ...patch }
+  const changes = diffFields(publicAccount(before), publicAccount(after))
+  if (Object.keys(changes).length === 0) return before
+  after.updated_at = nowIso()
+  await commitEntityChanges(ctx, [{ op: 'set', key: AccountKeys.account(after.id), value: JSON.stringify(after) }], [
+    {
+      account_id: after.id,
+      entity_type: 'ACCOUNT',
+      entity_id: after.id,
+      change_type: 'UPDATE',
+      changed_by: actor,
+      changes,
+      entity_data: publicAccount(after) as unknown as Record<string, unknown>
+    }
+  ])
+  return after
+}
 
 export async function registerAccountRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
   app.get('/12/accounts', { config: { auth: ADS_AUTH } }, async (request, reply) => {
@@ -35,28 +60,13 @@ export async function registerAccountRoutes(app: FastifyInstance, ctx: ServiceCo
   })
 
   app.put<{ Params: { account_id: string } }>('/12/accounts/:account_id', { config: { auth: ADS_AUTH } }, async (request, reply) => {
-    const before = await requireAccount(ctx, request, request.params.account_id)
+    const { id } = await requireAccount(ctx, request, request.params.account_id)
     const p = Params.query(request)
     if (p.isEmpty('name')) throw Ads.invalid('name', 'name cannot be empty')
     const name = p.string('name', { max: ACCOUNT_NAME_MAX })
     const industry = p.isEmpty('industry_type') ? null : p.enumOf('industry_type', INDUSTRY_TYPES)
-    const after: Account = { ...before }
-    if (name !== undefined) after.name = name
-    if (industry !== undefined) after.industry_type = industry
-    const changes = diffFields(publicAccount(before), publicAccount(after))
-    if (Object.keys(changes).length > 0) {
-      after.updated_at = nowIso()
-      // The account and its change event commit together (the outbox publishes the event).
-      await commitEntityChanges(ctx, [{ op: 'set', key: AccountKeys.account(after.id), value: JSON.stringify(after) }], [{
-        account_id: after.id,
-        entity_type: 'ACCOUNT',
-        entity_id: after.id,
-        change_type: 'UPDATE',
-        changed_by: actorOf(request),
-        changes,
-        entity_data: publicAccount(after) as unknown as Record<string, unknown>
-      }])
-    }
+    const patch: Partial<Account> = { ...(name !== undefined ? { name } : {}), ...(industry !== undefined ? { industry_type: industry } : {}) }
+    const after = await withAccountLock(ctx, id, async () => updateAccount(ctx, await requireAccount(ctx, request, id), patch, actorOf(request)))
     return sendData(request, reply, publicAccount(after), 'account')
   })
 

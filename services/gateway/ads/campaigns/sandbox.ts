@@ -11,10 +11,11 @@ import {
   nowIso,
   publicAccount,
   requireAccount,
-  revokeFeatures
+  revokeFeatures,
+  withAccountLock
 } from '../accounts'
 import { actorOf, ADS_AUTH, Params, sendData, userIdOf } from '../conventions'
-import { commitEntityChanges, type EntityChangeInput, publishEntityChange } from '../entities'
+import { commitEntityChanges, type EntityChangeInput } from '../entities'
 import { SANDBOX_FEATURES, sortedKeys } from './features'
 import { createDefaultFundingInstrument, registerSandboxFundingInstrumentRoutes } from './funding-instruments'
 
@@ -59,20 +60,25 @@ export async function registerSandboxRoutes(app: FastifyInstance, ctx: ServiceCo
   sandboxServers.add(app.server as Server)
 
   app.post('/12/accounts', { config: { auth: ADS_AUTH } }, async (request, reply) => {
-    const account = await createAccount(ctx, userIdOf(request))
     const actor = actorOf(request)
-    await publishEntityChange(ctx, accountChange(account, 'CREATE', actor))
+    // The account and its CREATE change commit together (the outbox publishes the change).
+    const account = await createAccount(ctx, userIdOf(request), {}, (ops, created) => commitEntityChanges(ctx, ops, [accountChange(created, 'CREATE', actor)]))
     await createDefaultFundingInstrument(ctx, account.id, actor)
     return sendData(request, reply, publicAccount(account), 'account')
   })
 
   app.delete<{ Params: { account_id: string } }>('/12/accounts/:account_id', { config: { auth: ADS_AUTH } }, async (request, reply) => {
-    const account = await requireAccount(ctx, request, request.params.account_id)
-    const deleted: Account = { ...account, deleted: true, updated_at: nowIso() }
-    // The account and its change event commit together (the outbox publishes the event).
-    await commitEntityChanges(ctx, [{ op: 'set', key: AccountKeys.account(deleted.id), value: JSON.stringify(deleted) }], [
-      { ...accountChange(deleted, 'DELETE', actorOf(request)), changes: { deleted: { old: false, new: true } } }
-    ])
+    const { id } = await requireAccount(ctx, request, request.params.account_id)
+    const deleted = await withAccountLock(ctx, id, async () => {
+      // Read again under the lease: a change committed meanwhile is kept, a delete meanwhile is 404.
+      const account = await requireAccount(ctx, request, id)
+      const after: Account = { ...account, deleted: true, updated_at: nowIso() }
+      // The account and its change event commit together (the outbox publishes the event).
+      await commitEntityChanges(ctx, [{ op: 'set', key: AccountKeys.account(after.id), value: JSON.stringify(after) }], [
+        { ...accountChange(after, 'DELETE', actorOf(request)), changes: { deleted: { old: false, new: true } } }
+      ])
+      return after
+    })
     return sendData(request, reply, publicAccount(deleted), 'account')
   })
 
