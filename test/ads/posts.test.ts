@@ -181,6 +181,17 @@ t.test('creating, reading and renaming posts', async (t) => {
   await eventually(() => changes.filter((c) => c.entity_id === created.data.id_str).length >= 3)
   t.same(changes.filter((c) => c.entity_id === created.data.id_str).map((c) => c.change_type), ['CREATE', 'UPDATE', 'UPDATE'])
   t.match(changes.find((c) => c.entity_id === created.data.id_str), { entity_type: 'TWEET', changed_by: { user_id: agency.user.id } })
+  // The snapshots are the public read rendering (full user, ids as strings), never the stored record.
+  const postChanges = changes.filter((c) => c.entity_id === created.data.id_str)
+  t.match(postChanges[0]?.entity_data, { id: created.data.id_str, id_str: created.data.id_str, full_text: /^Hello #launch/, name: 'Launch post', tweet_type: 'PUBLISHED', nullcast: true, user: { id_str: advertiser.user.id, screen_name: advertiser.user.screen_name } })
+  t.notOk('created_by' in (postChanges[0]?.entity_data ?? {}), 'no internal field')
+  t.same(postChanges.slice(1).map((c) => c.changes), [{ name: { old: 'Launch post', new: 'New name' } }, { name: { old: 'New name', new: null } }], 'a rename changes the name only')
+  const fourId = four.json<{ data: Post }>().data.id_str
+  const withMedia = await eventually(() => changes.find((c) => c.entity_id === fourId))
+  const media = (withMedia.entity_data.extended_entities as { media: Array<Record<string, unknown>> }).media
+  t.same(media.map((m) => m.media_key), images.slice(0, 4), 'the media of the post')
+  const fileFields = (value: unknown): number => (Array.isArray(value) ? value.reduce((n: number, v) => n + fileFields(v), 0) : value !== null && typeof value === 'object' ? Object.entries(value).reduce((n, [k, v]) => n + (k === 'file' ? 1 : 0) + fileFields(v), 0) : 0)
+  t.equal(fileFields(changes.filter((c) => c.entity_type === 'TWEET')), 0, 'no post change carries a stored file name (media[].file)')
   // Media used in a post becomes `tweeted`, published as a MEDIA_LIBRARY update of each library object; the unused one stays as it was.
   const tweetedUpdate = (key: string): EntityChange | undefined => changes.find((c) => c.entity_type === 'MEDIA_LIBRARY' && c.entity_id === key && c.change_type === 'UPDATE')
   await eventually(() => images.slice(0, 4).every((key) => tweetedUpdate(key) !== undefined))

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { User } from '../../../common/auth/records'
 import { TOPICS } from '../../../common/bus/types'
+import { baseUrl } from '../../../common/config'
 import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
 import { adsRequestParams } from '../../../common/http'
@@ -10,7 +11,7 @@ import { mediaUrl } from '../../media/records'
 import type { MediaType } from '../../media/rules'
 import { type Account, requireAccount } from '../accounts'
 import { actorOf, ADS_API_VERSION, ADS_AUTH, listOptions, paginate, Params, userIdOf } from '../conventions'
-import type { AdsEntity } from '../entities'
+import { type AdsEntity, EntityRepo } from '../entities'
 import type { OutboxMessage } from '../../outbox'
 import { findCardByUri } from './cards'
 import { clock } from './clock'
@@ -198,6 +199,34 @@ export function renderPost(post: PostEntity, o: RenderOptions): Record<string, u
   return out
 }
 
+/** `value` with every LongInt as its digits: plain JSON data (an entity change travels as ordinary JSON). */
+function plainJson(value: unknown): unknown {
+  if (value instanceof LongInt) return value.digits
+  if (Array.isArray(value)) return value.map(plainJson)
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, plainJson(v)]))
+  return value
+}
+
+/**
+ * The post as its entity changes carry it: the read rendering (extended
+ * text, the full user) the public interface returns, never the stored
+ * record with its internal fields (the media's stored file names). The
+ * 64-bit ids are strings there, as JSON numbers cannot carry them exactly.
+ */
+export function postSnapshot(post: PostEntity, author: User | undefined, base: string): Record<string, unknown> {
+  return plainJson(renderPost(post, { mode: 'extended', trimUser: false, read: true, author, base })) as Record<string, unknown>
+}
+
+/**
+ * The posts repository for writes of posts by `author`: its entity changes
+ * carry postSnapshot, with media URLs on the configured public base (no
+ * request is at hand there). Reads may use any posts repository.
+ */
+export function postsRepo(ctx: ServiceContext, author: User | undefined): EntityRepo<PostEntity> {
+  const base = baseUrl(ctx.config)
+  return new EntityRepo<PostEntity>(ctx, 'TWEET', 'tweet', { render: (post) => postSnapshot(post, author, base) })
+}
+
 /** The post as a v2 post object, the payload of `post.create` on activity.events. */
 export function v2Post(post: PostEntity): Record<string, unknown> {
   const mentions = new Map(post.mentions.map((m) => [m.screen_name.toLowerCase(), m]))
@@ -339,7 +368,7 @@ async function createPost(ctx: ServiceContext, repos: CreativeRepos, request: Fa
   const cardUri = await readCardUri(repos, account.id, p)
   const video = readVideoFields(p, media)
   const entities = extractEntities(text)
-  const post = await repos.posts.create(account.id, {
+  const post = await postsRepo(ctx, author).create(account.id, {
     id: newNumericId(),
     text,
     name,
@@ -412,8 +441,10 @@ export function registerPostRoutes(app: FastifyInstance, ctx: ServiceContext, re
     const tweetId = readLongId(Params.of({ tweet_id: request.params.tweet_id }), 'tweet_id', { required: true }) as string
     const p = Params.query(request)
     const name = p.string('name', { max: 80 }) ?? null
-    const post = await repos.posts.update(account.id, tweetId, { name }, actorOf(request), { notFoundCode: 'TWEET_NOT_FOUND' })
-    const author = await getUser(ctx.store, post.user_id)
+    // The author never changes: read first, so the change is rendered with the post's user.
+    const { user_id: authorId } = await repos.posts.require(account.id, tweetId, { notFoundCode: 'TWEET_NOT_FOUND' })
+    const author = await getUser(ctx.store, authorId)
+    const post = await postsRepo(ctx, author).update(account.id, tweetId, { name }, actorOf(request), { notFoundCode: 'TWEET_NOT_FOUND' })
     return sendPosts(request, reply, renderPost(post, { mode: readMode(p, 'extended'), trimUser: false, read: true, author, base: mediaBase(ctx, request) }))
   })
 }
