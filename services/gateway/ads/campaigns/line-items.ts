@@ -65,6 +65,7 @@ export interface LineItem extends AdsEntity {
   creative_source: 'MANUAL'
 }
 
+/** The line item repository. No `render`: the reads return the stored line item as it is (no internal field). */
 export function lineItems(ctx: ServiceContext): EntityRepo<LineItem> {
   return new EntityRepo<LineItem>(ctx, 'LINE_ITEM', 'line_item')
 }
