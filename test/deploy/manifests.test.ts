@@ -1,9 +1,10 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import YAML from 'yaml'
 import { SETTINGS } from '../../services/common/config'
 import type { RouteEntry } from '../../services/common/http'
+import type { Runtime } from '../../services/common/runtime'
 import type { ServiceDefinition } from '../../services/common/service'
 import { accountHistoryService } from '../../services/account-history/service'
 import { activityService } from '../../services/activity/service'
@@ -11,7 +12,7 @@ import { gatewayService } from '../../services/gateway/service'
 import { streamService } from '../../services/stream/service'
 import { webhooksService } from '../../services/webhooks/service'
 import { loadRoutes, routeFor, servicesOf, upstreamEnvName } from '../../scripts/proxy'
-import { startTestRuntime } from '../helper'
+import { createIdentity, oauth1Request, startTestRuntime } from '../helper'
 
 /**
  * What can be checked of deploy/ without a container engine: the manifests
@@ -152,12 +153,38 @@ interface ServedRoutes {
   sandbox: RouteEntry[]
 }
 
+const routeKey = (method: string, url: string): string => `${method} ${shape(url)}`
+
+/**
+ * Asks the production host, with a valid signed request, for every
+ * sandbox-only operation of the spec: each must answer 404 ROUTE_NOT_FOUND.
+ * Where the path exists on that host under other methods (GET accounts,
+ * features), the gateway registers an explicit refusal route so that it does
+ * not answer 405; such a route is in the route table but serves nothing.
+ * Returns the operations refused that way, to leave out of what is served.
+ */
+async function productionRefusals(t: Test, gateway: Runtime): Promise<Set<string>> {
+  const id = await createIdentity(gateway.ctx.store)
+  const refused = new Set<string>()
+  for (const [method, url, host] of SPEC_OPERATIONS) {
+    if (host !== 'sandbox') continue
+    const res = await oauth1Request(method, `${gateway.baseUrl}${concrete(url)}`, id)
+    const code = res.status === 404 ? res.json<{ errors?: Array<{ code?: string }> }>().errors?.[0]?.code : undefined
+    t.equal(`${res.status} ${code}`, '404 ROUTE_NOT_FOUND', `${method} ${url} on the production host: 404 ROUTE_NOT_FOUND`)
+    if (code === 'ROUTE_NOT_FOUND') refused.add(routeKey(method, url))
+  }
+  return refused
+}
+
 t.test('the route table sends every route of every service to that service', async (t) => {
   const table = loadRoutes()
   const served = new Map<string, ServedRoutes>()
   for (const service of SERVICES) {
     const rt = await startTestRuntime(t, { services: [service], serviceName: service.name })
-    served.set(service.name, { api: rt.app.routeTable, sandbox: rt.sandbox?.routeTable ?? [] })
+    // On the production host, a refusal route is not a served operation.
+    const refused = service === gatewayService ? await productionRefusals(t, rt) : new Set<string>()
+    const api = rt.app.routeTable.filter((r) => !refused.has(routeKey(r.method, r.url)))
+    served.set(service.name, { api, sandbox: rt.sandbox?.routeTable ?? [] })
   }
   for (const [name, routes] of served) {
     for (const r of routes.api) {
@@ -176,11 +203,11 @@ t.test('the route table sends every route of every service to that service', asy
     const routes = served.get(owner)?.[host] ?? []
     t.ok(routes.some((r) => r.method === method && shape(r.url) === shape(url)), `${method} ${url} (${host}) served by ${owner}`)
   }
-  // Sandbox-only operations are absent from the production host.
+  // Sandbox-only operations are not served on the production host (productionRefusals checked the 404 over HTTP).
   for (const [method, url, host] of SPEC_OPERATIONS) {
     if (host !== 'sandbox') continue
     const gateway = served.get('gateway') as ServedRoutes
-    t.notOk(gateway.api.some((r) => r.method === method && shape(r.url) === shape(url)), `${method} ${url} not on the production host`)
+    t.notOk(gateway.api.some((r) => r.method === method && shape(r.url) === shape(url)), `${method} ${url} not served on the production host`)
   }
 })
 
