@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
+import type { Readable } from 'node:stream'
 import fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import client from 'prom-client'
 import type { Logger } from 'pino'
@@ -20,7 +21,7 @@ import {
   type InvalidRequestItem
 } from './errors'
 import { newUuid } from './ids'
-import { jsonBodyKind, jsonDepthGuard, JsonTooDeepError, MAX_JSON_DEPTH } from './json-depth'
+import { jsonBodyKind, jsonDepthGuard, JsonTooDeepError, MAX_JSON_DEPTH, measureAndDiscard } from './json-depth'
 import { redactUrl } from './logger'
 import { registerRateLimits } from './ratelimit'
 import type { HttpPart } from './schemas'
@@ -319,6 +320,44 @@ function notFound(app: FastifyInstance, request: FastifyRequest, reply: FastifyR
   return sendProblem(reply, problemBase, Problems.generic(404, `The route ${request.method} ${request.url.split('?')[0]} does not exist.`))
 }
 
+/** Methods whose body fastify never hands to a parser (nothing reads the stream preParsing returns). */
+const UNPARSED_BODY_METHODS = new Set(['GET', 'HEAD', 'TRACE'])
+
+/**
+ * The preParsing depth guard. A body that is parsed is measured as the parser
+ * reads it; one that is not (GET, HEAD) is measured and discarded here, so a
+ * too-deep body is the same 400 whatever the method. The guard stream's error
+ * always has a listener: when no parser reads the guard (the reply was already
+ * decided: 413 by Content-Length, 415), its failure must not become an uncaught
+ * exception, and what is left of the body is drained off the connection.
+ */
+async function guardJsonDepth(request: FastifyRequest, reply: FastifyReply, payload: Readable): Promise<Readable> {
+  const kind = jsonBodyKind(request.headers['content-type'])
+  if (kind === undefined) return payload
+  const perLine = kind === 'ndjson'
+  if (UNPARSED_BODY_METHODS.has(request.method)) {
+    try {
+      await measureAndDiscard(payload, MAX_JSON_DEPTH, perLine)
+    } catch (err) {
+      // The rest of the body is still in flight: do not keep the connection for a next request.
+      reply.header('connection', 'close')
+      throw err
+    }
+    return payload
+  }
+  const guard = jsonDepthGuard(MAX_JSON_DEPTH, perLine)
+  // A parser reading the guard sees the error through its own listener; this one only keeps it from being uncaught.
+  guard.on('error', () => payload.resume())
+  // Answered without the guard being read to its end (415: no parser for the type): drain the rest.
+  reply.raw.once('finish', () => {
+    if (payload.readableEnded) return
+    payload.unpipe(guard)
+    payload.resume()
+  })
+  // pipe, not pipeline: a refused body must not destroy the socket the answer goes out on.
+  return payload.pipe(guard)
+}
+
 export async function buildServer(ctx: ServiceContext, options: ServerOptions): Promise<FastifyInstance> {
   const { config } = ctx
   const https = config.tlsCert !== '' ? { key: fs.readFileSync(config.tlsKey), cert: fs.readFileSync(config.tlsCert) } : undefined
@@ -372,12 +411,7 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
   })
 
   // JSON and NDJSON bodies are measured while they stream in: too deep is refused before parsing.
-  app.addHook('preParsing', async (request, _reply, payload) => {
-    const kind = jsonBodyKind(request.headers['content-type'])
-    if (kind === undefined) return payload
-    // pipe, not pipeline: a refused body must not destroy the socket the answer goes out on.
-    return payload.pipe(jsonDepthGuard(MAX_JSON_DEPTH, kind === 'ndjson'))
-  })
+  app.addHook('preParsing', guardJsonDepth)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)

@@ -1,4 +1,4 @@
-import { Transform, type TransformCallback } from 'node:stream'
+import { Transform, type Readable, type TransformCallback } from 'node:stream'
 
 /**
  * A nesting bound for JSON request bodies. JSON.parse accepts arrays nested
@@ -78,6 +78,32 @@ export function jsonDepthGuard(maxDepth: number = MAX_JSON_DEPTH, perLine = fals
       }
       callback(null, chunk)
     }
+  })
+}
+
+/**
+ * Reads a body nobody will parse (GET, HEAD: fastify ignores it) to its end
+ * through the meter, keeping none of it. Rejects with JsonTooDeepError as soon
+ * as the bound is passed; the rest of the body is still drained, so a
+ * keep-alive connection is left at the next request's first byte.
+ */
+export function measureAndDiscard(body: Readable, maxDepth: number = MAX_JSON_DEPTH, perLine = false): Promise<void> {
+  const meter = new JsonDepthMeter(maxDepth, perLine)
+  return new Promise((resolve, reject) => {
+    const onData = (chunk: Buffer): void => {
+      try {
+        meter.feed(chunk)
+      } catch (err) {
+        body.off('data', onData)
+        body.resume()
+        reject(err as Error)
+      }
+    }
+    body.on('data', onData)
+    body.once('end', () => resolve())
+    // An aborted request: nobody is left to answer, the handler may run for nothing.
+    body.once('close', () => resolve())
+    body.once('error', (err: Error & { statusCode?: number }) => reject(Object.assign(err, { statusCode: err.statusCode ?? 400 })))
   })
 }
 

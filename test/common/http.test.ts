@@ -1,3 +1,4 @@
+import http from 'node:http'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import type { ServiceDefinition, ServiceName } from '../../services/common/service'
@@ -30,6 +31,7 @@ async function probeRoutes(app: FastifyInstance): Promise<void> {
   }))
   for (const path of ['/12/probe', '/1.1/probe.json', '/oauth/probe', '/2/echo']) app.post(path, async (request) => ({ body: request.body }))
   app.get('/2/gone', async (_request, reply) => reply.callNotFound())
+  for (const path of ['/2/probe-get', '/12/probe-get', '/1.1/probe-get.json']) app.get(path, async () => ({ ok: true }))
   await app.register(async (scope) => {
     scope.addContentTypeParser('application/x-ndjson', { parseAs: 'string' }, (_request, body, done) => done(null, { lines: (body as string).split('\n').filter(Boolean).length }))
     scope.post('/2/probe-ndjson', async (request) => request.body)
@@ -84,6 +86,72 @@ t.test('deeply nested JSON is a 400 in each interface\'s shape, before any handl
   const ok = await rawPost(`${base}/2/probe-ndjson`, manyLines, 'application/x-ndjson')
   t.equal(ok.status, 200, 'NDJSON depth is per line, not summed over lines')
   t.same(ok.json(), { lines: 200 })
+})
+
+interface Exchange {
+  status: number
+  type: string
+  body: string
+  /** The client-side port: the same one twice means the same connection served both requests. */
+  localPort: number | undefined
+}
+
+/** One request over `agent` with whatever method and body (fetch refuses a GET with a body). */
+function exchange(agent: http.Agent, url: string, method: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<Exchange> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, agent, headers: body === undefined ? headers : { 'content-length': String(Buffer.byteLength(body)), ...headers } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8'), localPort: req.socket?.localPort }))
+      res.on('error', reject)
+    })
+    req.setTimeout(10_000, () => req.destroy(new Error(`${method} ${url}: no answer within 10 s`)))
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+t.test('a too-deep body never takes the server down, whatever the method: a 400 in the shape, then the next request is answered', async (t) => {
+  const rt = await startTestRuntime(t, { services: [probe] })
+  const problemBase = rt.ctx.config.problemBase
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => agent.destroy())
+  const shapes = {
+    v2: (b: string) => t.match(JSON.parse(b), { type: `${problemBase}/invalid-request`, status: 400, errors: [{ message: /deeper than 64/, parameters: { body: [] } }] }),
+    ads: (b: string) => t.match(JSON.parse(b), { errors: [{ code: 'INVALID_PARAMETER', message: /deeper than 64/ }], request: { params: {} } }),
+    classic: (b: string) => t.match(JSON.parse(b), { errors: [{ code: 214, message: /deeper than 64/ }] })
+  }
+  const cases = [
+    ['GET', '/2/probe-get', 'v2'], ['GET', '/12/probe-get', 'ads'], ['GET', '/1.1/probe-get.json', 'classic'],
+    ['POST', '/2/echo', 'v2'], ['POST', '/12/probe', 'ads'], ['POST', '/1.1/probe.json', 'classic']
+  ] as const
+  for (const [method, path, shape] of cases) {
+    for (const body of ['['.repeat(1000), `${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`]) {
+      const res = await exchange(agent, `${rt.baseUrl}${path}`, method, body, { 'content-type': 'application/json' })
+      t.equal(res.status, 400, `${method} ${path}`)
+      shapes[shape](res.body)
+      const next = await exchange(agent, `${rt.baseUrl}/healthz`, 'GET')
+      t.equal(next.status, 200, `${method} ${path}: the next request is answered`)
+    }
+  }
+
+  const shallow = await exchange(agent, `${rt.baseUrl}/2/probe-get`, 'GET', nested(MAX_JSON_DEPTH), { 'content-type': 'application/json' })
+  t.equal(shallow.status, 200, 'a GET body within the bound is ignored, as before')
+  const after = await exchange(agent, `${rt.baseUrl}/2/probe-get`, 'GET')
+  t.equal(after.localPort, shallow.localPort, 'and its connection serves the next request: the body was drained')
+
+  // No parser reads the guard here (413 decided by Content-Length, 415 by the type): it fails with nobody reading it.
+  const huge = Buffer.alloc(rt.ctx.config.bodyLimit + 1, '[')
+  const tooLarge = await exchange(agent, `${rt.baseUrl}/2/echo`, 'POST', huge, { 'content-type': 'application/json' })
+  t.equal(tooLarge.status, 413, 'too large by Content-Length, a deep body')
+  const unknownType = await exchange(agent, `${rt.baseUrl}/2/echo`, 'POST', '['.repeat(200_000), { 'content-type': 'application/vnd.probe+json' })
+  t.equal(unknownType.status, 415, 'a +json type no parser takes, a deep body')
+  const unknownThenNext = await exchange(agent, `${rt.baseUrl}/healthz`, 'GET')
+  t.equal(unknownThenNext.status, 200, 'the server is alive after both')
+  const unreadBody = await exchange(agent, `${rt.baseUrl}/2/echo`, 'POST', `"${'x'.repeat(500_000)}"`, { 'content-type': 'application/vnd.probe+json' })
+  t.equal(unreadBody.status, 415, 'a large body of a type nobody parses')
+  const afterUnread = await exchange(agent, `${rt.baseUrl}/healthz`, 'GET')
+  t.equal(afterUnread.status, 200, 'is drained: its connection answers the next request')
 })
 
 t.test('malformed bodies on v2 paths are the invalid-request Problem', async (t) => {
