@@ -166,6 +166,49 @@ t.test('refusals name their parameter', async (t) => {
   invalidParameter(t, await upload(rt.baseUrl, id, made.mp4(640, 360, 1), { category: 'tweet_image' }), 'media_category', /video/, 'video as image')
 })
 
+t.test('malformed multipart forms are the invalid-request Problem naming the body, never a 500', async (t) => {
+  const rt = await startTestRuntime(t, { env: { MEDIA_MAX_BYTES: String(64 * 1024) } })
+  const id = await createIdentity(rt.ctx.store)
+  const url = `${rt.baseUrl}/2/media/upload`
+  const post = async (contentType: string, body: string | Buffer): Promise<TestResponse> => {
+    const res = await fetch(url, { method: 'POST', headers: { ...(await signedHeader(rt.baseUrl, id)), 'content-type': contentType }, body })
+    const text = await res.text()
+    return { status: res.status, headers: res.headers, text, json: <T>() => JSON.parse(text) as T }
+  }
+  const part = (name: string, value: string, headers = ''): string => `--b0undary\r\nContent-Disposition: form-data; name="${name}"${headers}\r\n\r\n${value}\r\n`
+  const filePart = (bytes: string): string => `--b0undary\r\nContent-Disposition: form-data; name="media"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n${bytes}`
+  const cases: Array<[string, string, string]> = [
+    ['no boundary', 'multipart/form-data', 'no boundary at all'],
+    ['an empty boundary', 'multipart/form-data; boundary=', `--\r\n${'x'.repeat(20)}`],
+    ['a boundary longer than any parser takes', `multipart/form-data; boundary=${'b'.repeat(300)}`, `--${'b'.repeat(300)}\r\n`],
+    ['a body with another boundary', 'multipart/form-data; boundary=b0undary', `--other\r\nContent-Disposition: form-data; name="media"\r\n\r\nx\r\n--other--\r\n`],
+    ['a file part cut short', 'multipart/form-data; boundary=b0undary', filePart(png(4, 4).toString('latin1'))],
+    ['a field part cut short', 'multipart/form-data; boundary=b0undary', `${part('media_category', 'tweet_image')}--b0undary\r\nContent-Disposition: form-data; name="media_type"\r\n\r\nimage/`],
+    ['a field named after a prototype property', 'multipart/form-data; boundary=b0undary', `${part('__proto__', 'x')}--b0undary--\r\n`],
+    ['a JSON field that is not JSON', 'multipart/form-data; boundary=b0undary', `${part('media_category', '{', '\r\nContent-Type: application/json')}--b0undary--\r\n`]
+  ]
+  for (const [label, contentType, body] of cases) {
+    const res = await post(contentType, Buffer.from(body, 'latin1'))
+    t.equal(res.status, 400, `${label}: 400 (${res.text.slice(0, 200)})`)
+    t.match(res.headers.get('content-type'), /application\/problem\+json/, `${label}: problem+json`)
+    t.match(res.json(), { type: 'https://api.twitter.com/2/problems/invalid-request', errors: [{ message: /multipart\/form-data body could not be read/, parameters: { body: [] } }] }, label)
+    t.equal(openApiErrors('Problem', res.json()), undefined, `${label}: a Problem`)
+  }
+
+  const missing = await post('multipart/form-data; boundary=b0undary', `${part('media_category', 'tweet_image')}--b0undary--\r\n`)
+  t.equal(missing.status, 400, 'a well-formed form without media')
+  t.match(missing.json(), { type: 'https://api.twitter.com/2/problems/invalid-request', errors: [{ parameters: { media: [] } }] })
+
+  // Over MEDIA_MAX_BYTES in the middle of the part, the form itself unfinished.
+  const tooLarge = await post('multipart/form-data; boundary=b0undary', Buffer.concat([Buffer.from(filePart(''), 'latin1'), png(8, 8), Buffer.alloc(128 * 1024)]))
+  t.equal(tooLarge.status, 413, `a file over the limit mid-stream (${tooLarge.text.slice(0, 200)})`)
+  t.match(tooLarge.json(), { type: 'about:blank', status: 413, detail: /upload limit of 65536 bytes/ })
+
+  const good = await upload(rt.baseUrl, id, png(6, 6))
+  t.equal(good.status, 200, 'the server still takes a good upload after all of them')
+  t.same(fs.readdirSync(path.join(mediaDir(rt.ctx.config), 'tmp')), [], 'no partial upload is left behind')
+})
+
 t.test('authentication: OAuth 1.0a or OAuth 2.0 user context with media.write', async (t) => {
   const rt = await startTestRuntime(t)
   const id = await createIdentity(rt.ctx.store)

@@ -1,12 +1,13 @@
 import { createReadStream, createWriteStream } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import type { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import multipart from '@fastify/multipart'
+import multipart, { type Multipart } from '@fastify/multipart'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthRequirement } from '../../common/auth/authenticate'
 import type { ServiceContext } from '../../common/context'
-import { Problems } from '../../common/errors'
+import { ApiError, Problems } from '../../common/errors'
 import { newNumericId, newSecret, newUuid } from '../../common/ids'
 import { EXTENSION_OF, inspectFile, MediaFormatError, type Inspection } from './inspect'
 import { extractPoster } from './poster'
@@ -52,39 +53,84 @@ async function writeBase64(text: string, tmp: string, parameter: string): Promis
   return bytes.length
 }
 
+const FORM_LIMIT_CODES = new Set(['FST_FILES_LIMIT', 'FST_PARTS_LIMIT', 'FST_FIELDS_LIMIT'])
+
+/**
+ * What a failure while reading the form means for the client. Everything the
+ * multipart parser raises is about the bytes the client sent (no or a bad
+ * boundary, a part cut short, a field named after a prototype property, a
+ * JSON field that is not JSON), so it is a 400 naming the body; only the
+ * size limits keep their own answers.
+ */
+function formError(err: unknown, maxBytes: number): unknown {
+  if (err instanceof ApiError) return err
+  const code = (err as { code?: unknown }).code
+  if (code === 'FST_REQ_FILE_TOO_LARGE') return tooLarge(maxBytes)
+  if (typeof code === 'string' && FORM_LIMIT_CODES.has(code)) return invalid('media', 'Too many parts: send one `media` file and the documented fields.')
+  const reason = err instanceof Error ? err.message.replace(/^Multipart: /, '').slice(0, 200) : String(err)
+  return Problems.invalidRequest([{ message: `The multipart/form-data body could not be read: ${reason}.`, parameters: { body: [] } }])
+}
+
+/** The parts of the form, one at a time; a failure of the parser itself is the client's (formError). */
+async function* formParts(request: FastifyRequest, maxBytes: number): AsyncGenerator<Multipart> {
+  const parts = request.parts({ limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: BASE64_MAX_CHARS, parts: 12 } })
+  try {
+    for (;;) {
+      let next: IteratorResult<Multipart>
+      try {
+        next = await parts.next()
+      } catch (err) {
+        throw formError(err, maxBytes)
+      }
+      if (next.done === true) return
+      yield next.value
+    }
+  } finally {
+    await parts.return?.(undefined)
+  }
+}
+
+/**
+ * Streams the file part to `tmp`. The copy has two ends: the part (the
+ * client's bytes: cut short, over the size limit) and the file (this
+ * server's disk, whose errors carry a syscall and stay server errors).
+ */
+async function saveFilePart(file: Readable & { truncated?: boolean }, tmp: string, maxBytes: number): Promise<number> {
+  try {
+    await pipeline(file, createWriteStream(tmp))
+  } catch (err) {
+    if (typeof (err as NodeJS.ErrnoException).syscall === 'string') throw err
+    // Past the size limit first, then cut short: the size is what the client must change.
+    throw file.truncated === true ? tooLarge(maxBytes) : formError(err, maxBytes)
+  }
+  if (file.truncated === true) throw tooLarge(maxBytes)
+  return (await fs.stat(tmp)).size
+}
+
 async function receiveMultipart(request: FastifyRequest, tmp: string, maxBytes: number): Promise<Received> {
   const fields: Record<string, string> = {}
   let size: number | undefined
-  try {
-    for await (const part of request.parts({ limits: { fileSize: maxBytes, files: 1, fields: 10, fieldSize: BASE64_MAX_CHARS, parts: 12 } })) {
-      if (!FIELDS.has(part.fieldname)) {
-        if (part.type === 'file') part.file.resume()
-        throw invalid(part.fieldname, `The \`${part.fieldname}\` field is not accepted by this endpoint.`)
-      }
-      if (part.type === 'file') {
-        if (part.fieldname !== 'media' || size !== undefined) {
-          part.file.resume()
-          throw invalid(part.fieldname, 'Send exactly one file, in the `media` field.')
-        }
-        await pipeline(part.file, createWriteStream(tmp))
-        if (part.file.truncated) throw tooLarge(maxBytes)
-        size = (await fs.stat(tmp)).size
-        continue
-      }
-      if (part.valueTruncated) throw invalid(part.fieldname, `The \`${part.fieldname}\` field is too long.`)
-      const value = String(part.value)
-      if (part.fieldname === 'media' || part.fieldname === 'media_data') {
-        if (size !== undefined) throw invalid(part.fieldname, 'Send exactly one file, in the `media` field.')
-        size = await writeBase64(value, tmp, part.fieldname)
-        continue
-      }
-      fields[part.fieldname] = fields[part.fieldname] === undefined ? value : `${fields[part.fieldname]},${value}`
+  for await (const part of formParts(request, maxBytes)) {
+    if (!FIELDS.has(part.fieldname)) {
+      if (part.type === 'file') part.file.resume()
+      throw invalid(part.fieldname, `The \`${part.fieldname}\` field is not accepted by this endpoint.`)
     }
-  } catch (err) {
-    const code = (err as { code?: string }).code
-    if (code === 'FST_REQ_FILE_TOO_LARGE') throw tooLarge(maxBytes)
-    if (code === 'FST_FILES_LIMIT' || code === 'FST_PARTS_LIMIT' || code === 'FST_FIELDS_LIMIT') throw invalid('media', 'Too many parts: send one `media` file and the documented fields.')
-    throw err
+    if (part.type === 'file') {
+      if (part.fieldname !== 'media' || size !== undefined) {
+        part.file.resume()
+        throw invalid(part.fieldname, 'Send exactly one file, in the `media` field.')
+      }
+      size = await saveFilePart(part.file, tmp, maxBytes)
+      continue
+    }
+    if (part.valueTruncated) throw invalid(part.fieldname, `The \`${part.fieldname}\` field is too long.`)
+    const value = String(part.value)
+    if (part.fieldname === 'media' || part.fieldname === 'media_data') {
+      if (size !== undefined) throw invalid(part.fieldname, 'Send exactly one file, in the `media` field.')
+      size = await writeBase64(value, tmp, part.fieldname)
+      continue
+    }
+    fields[part.fieldname] = fields[part.fieldname] === undefined ? value : `${fields[part.fieldname]},${value}`
   }
   if (size === undefined) throw Problems.invalidRequest([{ message: 'The `media` field is required.', parameters: { media: [] } }])
   return { tmp, size, fields }
@@ -212,7 +258,14 @@ export async function registerMediaRoutes(app: FastifyInstance, ctx: ServiceCont
   await app.register(async (scope) => {
     await scope.register(multipart, { limits: { fileSize: ctx.config.mediaMaxBytes } })
     scope.post('/2/media/upload', { config: { auth: MEDIA_AUTH }, bodyLimit: BASE64_MAX_CHARS + 64 * 1024 }, async (request, reply) => {
-      const record = await upload(ctx, request)
+      let record: MediaRecord
+      try {
+        record = await upload(ctx, request)
+      } catch (err) {
+        // Refused before the whole body was read: what is left of it must not be taken for the next request.
+        if (!request.raw.complete) reply.header('connection', 'close')
+        throw err
+      }
       return reply.code(200).type('application/json; charset=utf-8').send({ data: { id: record.media_id, media_key: record.media_key, size: record.size } })
     })
     scope.get<{ Params: { file: string } }>('/media/:file', async (request, reply) => serveFile(ctx, request, reply))
