@@ -69,10 +69,27 @@ export function shapeOfPath(path: string): ErrorShape {
   return 'v2'
 }
 
+/** Scheme and authority of an absolute-form request target (RFC 9112 §3.2.2). */
+const TARGET_ORIGIN = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/
+
+/**
+ * The path of a request target, without its query. A client may send the
+ * absolute form (`GET http://host/12/accounts HTTP/1.1`), which fastify
+ * routes by its path but keeps whole in `request.url`: the interface the
+ * request belongs to is read from the path alone.
+ */
+export function targetPath(target: string): string {
+  const q = target.indexOf('?')
+  const noQuery = q < 0 ? target : target.slice(0, q)
+  const origin = TARGET_ORIGIN.exec(noQuery)
+  if (!origin) return noQuery
+  return noQuery.slice(origin[0].length) || '/'
+}
+
 export function errorShapeFor(request: FastifyRequest): ErrorShape {
   const configured = request.routeOptions?.config?.errorShape
   if (configured) return configured
-  return shapeOfPath(request.url)
+  return shapeOfPath(targetPath(request.url))
 }
 
 declare module 'fastify' {
@@ -276,8 +293,7 @@ function answerClientError(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, 
   // The request line, when it was received, still tells which interface the client spoke to.
   const head = looksLikeRequestHead(err.rawPacket) ? err.rawPacket : (socket as Socket & { [LAST_HEAD]?: Buffer })[LAST_HEAD]
   const requestLine = head?.toString('latin1', 0, 256).split('\r\n', 1)[0] ?? ''
-  const path = requestLine.split(' ')[1] ?? '/'
-  const shape = shapeOfPath(path)
+  const shape = shapeOfPath(targetPath(requestLine.split(' ')[1] ?? '/'))
   const body = JSON.stringify(
     shape === 'ads'
       ? { errors: [{ code: adsCodeForStatus(status), message: detail }], request: { params: {} } }
@@ -307,7 +323,7 @@ function methodsServing(app: FastifyInstance, method: string, path: string): str
  */
 function notFound(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, problemBase: string): FastifyReply {
   const shape = errorShapeFor(request)
-  const path = request.url.split('?')[0] ?? '/'
+  const path = targetPath(request.url)
   const allowed = shape === 'classic' ? [] : methodsServing(app, request.method, path)
   if (allowed.length > 0) {
     reply.header('allow', allowed.join(', '))
@@ -317,7 +333,7 @@ function notFound(app: FastifyInstance, request: FastifyRequest, reply: FastifyR
   }
   if (shape === 'ads') return sendAds(reply, request, new AdsError(404, { code: 'ROUTE_NOT_FOUND', message: 'The requested resource could not be found' }))
   if (shape === 'classic') return reply.code(404).type('application/json; charset=utf-8').send({ errors: [{ code: 34, message: 'Sorry, that page does not exist.' }] })
-  return sendProblem(reply, problemBase, Problems.generic(404, `The route ${request.method} ${request.url.split('?')[0]} does not exist.`))
+  return sendProblem(reply, problemBase, Problems.generic(404, `The route ${request.method} ${path} does not exist.`))
 }
 
 /** Methods whose body fastify never hands to a parser (nothing reads the stream preParsing returns). */

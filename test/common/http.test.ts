@@ -1,4 +1,5 @@
 import http from 'node:http'
+import net from 'node:net'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import type { ServiceDefinition, ServiceName } from '../../services/common/service'
@@ -221,6 +222,54 @@ t.test('an unknown method on a known path is 405 with Allow; unknown paths stay 
   const classic = await plainRequest('GET', `${base}/oauth/probe`)
   t.equal(classic.status, 404, 'the classic interface answers code 34 for any unknown request')
   t.same(classic.json(), { errors: [{ code: 34, message: 'Sorry, that page does not exist.' }] })
+})
+
+/** Writes a request head byte for byte (no client sends the absolute form to an origin server) and reads the answer to its close. */
+function rawHead(baseUrl: string, head: string): Promise<{ status: number; headers: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(new URL(baseUrl).port), '127.0.0.1')
+    const chunks: Buffer[] = []
+    const timer = setTimeout(() => socket.destroy(new Error(`no answer within 10 s to ${head.slice(0, 80)}`)), 10_000)
+    socket.on('data', (c: Buffer) => chunks.push(c))
+    socket.on('error', reject)
+    socket.on('close', () => {
+      clearTimeout(timer)
+      const text = Buffer.concat(chunks).toString('utf8')
+      const end = text.indexOf('\r\n\r\n')
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), headers: text.slice(0, end), body: text.slice(end + 4) })
+    })
+    socket.write(head)
+  })
+}
+
+t.test('an absolute-form request target is answered in the shape of its path\'s interface', async (t) => {
+  const rt = await startTestRuntime(t, { services: [probe] })
+  const origin = rt.baseUrl
+  const ask = (method: string, target: string, extra = ''): Promise<{ status: number; headers: string; body: string }> =>
+    rawHead(rt.baseUrl, `${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n${extra}Connection: close\r\n\r\n`)
+
+  const adsMissing = await ask('GET', `${origin}/12/nowhere?count=2`)
+  t.equal(adsMissing.status, 404)
+  t.match(JSON.parse(adsMissing.body), { errors: [{ code: 'ROUTE_NOT_FOUND' }], request: { params: { count: '2' } } }, 'ads: the envelope')
+  const adsBadPath = await ask('GET', 'http://127.0.0.1/12/probe-get/%FF')
+  t.equal(adsBadPath.status, 400)
+  t.match(JSON.parse(adsBadPath.body), { errors: [{ code: 'INVALID_PARAMETER' }], request: { params: {} } }, 'ads: a path fastify cannot decode')
+  const classic = await ask('GET', 'http://127.0.0.1/1.1/nowhere.json')
+  t.equal(classic.status, 404)
+  t.same(JSON.parse(classic.body), { errors: [{ code: 34, message: 'Sorry, that page does not exist.' }] }, 'classic: code 34')
+  const wrongMethod = await ask('DELETE', `${origin}/2/probe`)
+  t.equal(wrongMethod.status, 405, 'v2: the path is known under another method')
+  t.match(wrongMethod.headers, /\r\nallow: POST/i)
+  t.match(JSON.parse(wrongMethod.body), { type: 'about:blank', status: 405, detail: 'The route DELETE /2/probe does not exist; it supports POST.' })
+  const served = await ask('GET', `${origin}/12/probe-get`)
+  t.equal(served.status, 200, 'a served path is served')
+
+  // Refused by Node's HTTP parser (a NUL in a header value): the shape comes from the request line alone.
+  const malformedAds = await ask('GET', 'http://127.0.0.1/12/probe-get', 'X-Null: a\u0000b\r\n')
+  t.equal(malformedAds.status, 400)
+  t.match(JSON.parse(malformedAds.body), { errors: [{ code: 'INVALID_PARAMETER', message: 'Malformed HTTP request.' }], request: { params: {} } }, 'ads, before routing')
+  const malformedClassic = await ask('GET', 'https://api.example/oauth/probe', 'X-Null: a\u0000b\r\n')
+  t.match(JSON.parse(malformedClassic.body), { errors: [{ code: 214, message: 'Malformed HTTP request.' }] }, 'classic, before routing')
 })
 
 t.test('X-Request-Id: a safe client id is kept, anything else replaced by a generated one', async (t) => {
