@@ -24,6 +24,7 @@ import { newUuid } from './ids'
 import { jsonBodyKind, jsonDepthGuard, JsonTooDeepError, MAX_JSON_DEPTH, measureAndDiscard } from './json-depth'
 import { redactUrl } from './logger'
 import { registerRateLimits } from './ratelimit'
+import { isStoreUnavailable } from './store/unavailable'
 import type { HttpPart } from './schemas'
 
 /**
@@ -211,6 +212,8 @@ export function renderError(err: unknown, request: FastifyRequest, reply: Fastif
     }
   }
 
+  if (isStoreUnavailable(err)) return sendStoreUnavailable(err, shape, request, reply, problemBase, log)
+
   const fe = err as FastifyError
   if (fe && fe.validation) {
     if (shape === 'ads') return sendAds(reply, request, validationToAds(fe))
@@ -227,6 +230,38 @@ export function renderError(err: unknown, request: FastifyRequest, reply: Fastif
   if (shape === 'ads') return sendAds(reply, request, new AdsError(status, { code: adsCodeForStatus(status), message }))
   if (shape === 'classic') return reply.code(status).type('application/json; charset=utf-8').send({ errors: [{ code: status === 500 ? 131 : 214, message }] })
   return sendProblem(reply, problemBase, Problems.generic(status, message))
+}
+
+/** What a client is told to wait during a store outage: the client reconnects within a second or two. */
+const STORE_RETRY_AFTER_SECONDS = 5
+/** An outage fails every request at once: one warning per window, with the count of the others. */
+const OUTAGE_WARNING_INTERVAL_MS = 30_000
+const outageWarnings = new WeakMap<Logger, { at: number; suppressed: number }>()
+
+function warnStoreUnavailable(log: Logger, err: unknown): void {
+  const now = Date.now()
+  const last = outageWarnings.get(log)
+  if (last && now - last.at < OUTAGE_WARNING_INTERVAL_MS) {
+    last.suppressed++
+    return
+  }
+  log.warn({ error: (err as Error).message, alsoRefusedSinceLastWarning: last?.suppressed ?? 0 }, 'store unavailable; answering 503')
+  outageWarnings.set(log, { at: now, suppressed: 0 })
+}
+
+/**
+ * The store is unreachable (an outage, or shutting down): 503 with
+ * Retry-After, in the interface's shape. v2 has no Problem type of its own
+ * for it (the spec's are all client conditions): about:blank with status
+ * 503; ads SERVICE_UNAVAILABLE; classic code 130 "Over capacity".
+ */
+function sendStoreUnavailable(err: unknown, shape: ErrorShape, request: FastifyRequest, reply: FastifyReply, problemBase: string, log: Logger): FastifyReply {
+  warnStoreUnavailable(log, err)
+  reply.header('retry-after', String(STORE_RETRY_AFTER_SECONDS))
+  const message = 'The service is temporarily unavailable. Retry later.'
+  if (shape === 'ads') return sendAds(reply, request, new AdsError(503, { code: 'SERVICE_UNAVAILABLE', message }))
+  if (shape === 'classic') return reply.code(503).type('application/json; charset=utf-8').send({ errors: [{ code: 130, message: 'Over capacity' }] })
+  return sendProblem(reply, problemBase, Problems.generic(503, message))
 }
 
 /** Marks errors of the form parser below, so they render like the other unparseable bodies. */
@@ -435,7 +470,8 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unknown'
     ctx.httpMetrics.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000)
-    const level = reply.statusCode >= 500 ? 'error' : 'info'
+    // 503 is an outage or a shutdown, already warned about once: not one error line per request.
+    const level = reply.statusCode === 503 ? 'warn' : reply.statusCode >= 500 ? 'error' : 'info'
     // request.log is a child logger that already carries reqId.
     request.log[level]({ method: request.method, url: redactUrl(request.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request')
   })

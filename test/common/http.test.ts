@@ -2,9 +2,15 @@ import http from 'node:http'
 import net from 'node:net'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
+import { MemoryBus } from '../../services/common/bus/memory'
+import { createContext } from '../../services/common/context'
+import { createLogger } from '../../services/common/logger'
+import { startRuntime } from '../../services/common/runtime'
 import type { ServiceDefinition, ServiceName } from '../../services/common/service'
 import { MAX_JSON_DEPTH } from '../../services/common/json-depth'
-import { plainRequest, startTestRuntime } from '../helper'
+import { ALL_SERVICES } from '../../services/embedded/services'
+import { bearerRequest, createIdentity, eventually, oauth1Request, plainRequest, startTestRuntime, testConfig, type TestResponse } from '../helper'
+import { redisStore, startRedis } from '../support/infra'
 
 /**
  * What the shared HTTP layer (services/common/http.ts) does for every route,
@@ -40,6 +46,14 @@ async function probeRoutes(app: FastifyInstance): Promise<void> {
 }
 
 const probe = { name: 'probe' as ServiceName, routes: probeRoutes } satisfies ServiceDefinition
+
+/** Routes of each interface that read the store and nothing else. */
+const storeProbe = {
+  name: 'store-probe' as ServiceName,
+  routes: async (app: FastifyInstance, ctx) => {
+    for (const path of ['/2/probe-store', '/12/probe-store', '/1.1/probe-store.json']) app.get(path, async () => ({ value: (await ctx.store.get('probe')) ?? null }))
+  }
+} satisfies ServiceDefinition
 
 const nested = (depth: number): string => `${'['.repeat(depth)}${']'.repeat(depth)}`
 
@@ -270,6 +284,51 @@ t.test('an absolute-form request target is answered in the shape of its path\'s 
   t.match(JSON.parse(malformedAds.body), { errors: [{ code: 'INVALID_PARAMETER', message: 'Malformed HTTP request.' }], request: { params: {} } }, 'ads, before routing')
   const malformedClassic = await ask('GET', 'https://api.example/oauth/probe', 'X-Null: a\u0000b\r\n')
   t.match(JSON.parse(malformedClassic.body), { errors: [{ code: 214, message: 'Malformed HTTP request.' }] }, 'classic, before routing')
+})
+
+t.test('a Redis outage is 503 with Retry-After in each interface\'s shape, warned about once, never an unhandled error', async (t) => {
+  const redis = await startRedis(t)
+  const store = await redisStore(t, redis)
+  const lines: Array<{ level: number; msg: string }> = []
+  const log = createLogger('warn', 'outage', { write: (line: string) => void lines.push(JSON.parse(line) as { level: number; msg: string }) })
+  const config = testConfig(t)
+  const ctx = await createContext({ serviceName: 'outage', config, store, log, bus: new MemoryBus(config.busPartitions, log) })
+  const rt = await startRuntime({ services: [storeProbe, ...ALL_SERVICES], ctx })
+  t.teardown(() => rt.close())
+  const id = await createIdentity(store)
+  const base = rt.baseUrl
+  const all = (): Promise<[TestResponse, TestResponse, TestResponse, TestResponse, TestResponse]> => Promise.all([
+    plainRequest('GET', `${base}/2/probe-store`),
+    plainRequest('GET', `${base}/12/probe-store?count=1`),
+    plainRequest('GET', `${base}/1.1/probe-store.json`),
+    // Real routes: authentication reads the store first.
+    bearerRequest('GET', `${base}/2/webhooks`, id.bearer),
+    oauth1Request('GET', `${base}/12/accounts`, id)
+  ])
+  t.same((await all()).map((r) => r.status), [200, 200, 200, 200, 200], 'all answer while Redis is up')
+
+  await redis.stop()
+  const [v2, ads, classic, webhooks, accounts] = await all()
+  for (const res of [v2, ads, classic, webhooks, accounts]) {
+    t.equal(res.status, 503, res.text.slice(0, 200))
+    t.equal(res.headers.get('retry-after'), '5', 'Retry-After')
+  }
+  t.equal(v2.headers.get('content-type'), 'application/problem+json; charset=utf-8')
+  t.match(v2.json(), { type: 'about:blank', title: 'Service Unavailable', status: 503, detail: /temporarily unavailable/ }, 'v2: a Problem')
+  t.match(webhooks.json(), { type: 'about:blank', status: 503 }, 'v2, behind authentication')
+  t.same(ads.json(), { errors: [{ code: 'SERVICE_UNAVAILABLE', message: 'The service is temporarily unavailable. Retry later.' }], request: { params: { count: '1' } } }, 'ads: the envelope')
+  t.match(accounts.json(), { errors: [{ code: 'SERVICE_UNAVAILABLE' }], request: { params: {} } }, 'ads, behind authentication')
+  t.same(classic.json(), { errors: [{ code: 130, message: 'Over capacity' }] }, 'classic: 130 Over capacity')
+
+  const warnings = lines.filter((l) => l.msg === 'store unavailable; answering 503')
+  t.equal(warnings.length, 1, 'five refusals, one warning')
+  t.equal(warnings[0]?.level, 40, 'at warning level')
+  t.same(lines.filter((l) => l.msg === 'unhandled error'), [], 'no unhandled error logged')
+  t.same(lines.filter((l) => l.msg === 'request' && l.level >= 50), [], 'no request line at error level')
+
+  await redis.start()
+  await eventually(async () => (await plainRequest('GET', `${base}/2/probe-store`)).status === 200, 20_000)
+  t.same((await all()).map((r) => r.status), [200, 200, 200, 200, 200], 'all answer again once Redis is back')
 })
 
 t.test('X-Request-Id: a safe client id is kept, anything else replaced by a generated one', async (t) => {

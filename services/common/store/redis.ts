@@ -3,6 +3,7 @@ import { JsonValues } from './json'
 import { assertFiniteNumber, isIntegerIncrement } from './numbers'
 import type { Logger } from 'pino'
 import type { RangeOptions, ScoredMember, Store, StoreOp } from './types'
+import { StoreUnavailableError } from './unavailable'
 
 /**
  * The Store on Redis (ioredis).
@@ -243,7 +244,8 @@ export class RedisStore extends JsonValues implements Store {
 
     let outage = false
     redis.on('error', (err: Error) => {
-      if (!outage) storeLog.warn({ err: err.message }, 'redis connection error; reconnecting')
+      // `err` would go through the error serializer, which expects an Error, not its message.
+      if (!outage) storeLog.warn({ error: err.message }, 'redis connection error; reconnecting')
       outage = true
     })
     redis.on('ready', () => {
@@ -274,7 +276,8 @@ export class RedisStore extends JsonValues implements Store {
   }
 
   private get r(): ScriptedRedis {
-    if (this.closed) throw new Error('store is closed')
+    // Shutting down: requests still in flight are refused as unavailable, not failed as bugs.
+    if (this.closed) throw new StoreUnavailableError('store is closed')
     return this.redis
   }
 
@@ -431,13 +434,13 @@ export class RedisStore extends JsonValues implements Store {
 
   async ping(): Promise<void> {
     const redis = this.r
-    if (redis.status !== 'ready') throw new Error(`redis unavailable (${redis.status})`)
+    if (redis.status !== 'ready') throw new StoreUnavailableError(`redis unavailable (${redis.status})`)
     let timer: NodeJS.Timeout | undefined
     try {
       await Promise.race([
         redis.ping(),
         new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`redis did not answer PING within ${PING_TIMEOUT_MS} ms`)), PING_TIMEOUT_MS)
+          timer = setTimeout(() => reject(new StoreUnavailableError(`redis did not answer PING within ${PING_TIMEOUT_MS} ms`)), PING_TIMEOUT_MS)
         })
       ])
     } finally {
