@@ -35,6 +35,34 @@ function listeningUrl(app: FastifyInstance, config: Config): string {
   return `${scheme}://127.0.0.1:${port}`
 }
 
+/**
+ * The part of SHUTDOWN_GRACE the HTTP servers may take (stream goodbyes
+ * included); the rest is left to the workers, the bus and the store, so a
+ * signalled shutdown ends cleanly before the grace timer exits the process.
+ */
+const HTTP_SHARE_OF_GRACE = 0.8
+
+/**
+ * Stops accepting requests and waits for those in flight, until `deadline`.
+ * Idle keep-alive connections are closed at once (fastify); a connection
+ * still busy at the deadline (a client that never finishes its body, or
+ * never reads its answer, a stream that did not go) is destroyed then, so
+ * closing never waits on a client's timeouts.
+ */
+async function closeServers(servers: FastifyInstance[], deadline: number, ctx: ServiceContext): Promise<void> {
+  const closed = Promise.allSettled(servers.map((s) => s.close()))
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(true), Math.max(0, deadline - Date.now()))
+  })
+  const overdue = await Promise.race([closed.then(() => false), late])
+  clearTimeout(timer)
+  if (!overdue) return
+  ctx.log.warn('shutdown grace is over for HTTP: closing the connections still open')
+  for (const s of servers) s.server.closeAllConnections()
+  await closed
+}
+
 export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const { ctx, services } = options
   const { config } = ctx
@@ -69,8 +97,9 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   let closing: Promise<void> | undefined
   const close = (): Promise<void> => {
     closing ??= (async () => {
+      const httpDeadline = Date.now() + Math.floor(config.shutdownGraceMs * HTTP_SHARE_OF_GRACE)
       for (const s of services) if (s.beforeClose) await s.beforeClose(ctx).catch((err) => ctx.log.warn({ err, service: s.name }, 'beforeClose failed'))
-      await Promise.allSettled([app.close(), sandbox?.close()])
+      await closeServers(sandbox ? [app, sandbox] : [app], httpDeadline, ctx)
       // Workers finish in-flight messages and commit before the bus goes away.
       await Promise.allSettled(workers.map((w) => w.close()))
       await ctx.bus.close().catch((err) => ctx.log.warn({ err }, 'bus close failed'))

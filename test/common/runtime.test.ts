@@ -1,3 +1,6 @@
+import http from 'node:http'
+import net from 'node:net'
+import { once } from 'node:events'
 import t from 'tap'
 import { bearerRequest, createIdentity, eventually, oauth1Request, plainRequest, startTestRuntime } from '../helper'
 import { kafkaBus, startKafka } from '../support/infra'
@@ -61,4 +64,47 @@ t.test('readiness follows the Kafka consumers: brokers down is 503 naming the gr
   await kafka.setBrokerUp(-1)
   await eventually(async () => (await readyz()).status === 200, 30_000)
   t.pass('ready again once the consumer is back in its group')
+})
+
+t.test('closing is bounded by SHUTDOWN_GRACE: an open stream, an idle keep-alive connection and a body that never ends do not hold it', async (t) => {
+  const rt = await startTestRuntime(t, { env: { SHUTDOWN_GRACE: '1s' } })
+  const id = await createIdentity(rt.ctx.store)
+  const { port } = new URL(rt.baseUrl)
+
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => agent.destroy())
+  const idle = await new Promise<http.IncomingMessage>((resolve, reject) => http.get(`${rt.baseUrl}/healthz`, { agent }, resolve).on('error', reject))
+  idle.resume()
+  await once(idle, 'end')
+  const keptAlive = idle.socket
+
+  const stream = await new Promise<http.IncomingMessage>((resolve, reject) =>
+    http.get(`${rt.baseUrl}/2/activity/stream`, { headers: { authorization: `Bearer ${id.bearer}` } }, resolve).on('error', reject))
+  t.equal(stream.statusCode, 200, 'the stream is open')
+  stream.resume()
+  const streamEnded = once(stream.socket, 'close')
+
+  // Headers and part of a body, then nothing: the server waits for the rest with no timeout of its own.
+  const stalled = net.connect(Number(port), '127.0.0.1')
+  t.teardown(() => stalled.destroy())
+  await once(stalled, 'connect')
+  // Emitted once the server has parsed the head: from then on the connection has a request in flight, it is not idle.
+  const received = once(rt.app.server, 'request')
+  stalled.write(`POST /2/webhooks HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${id.bearer}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"url":`)
+  stalled.resume()
+  const stalledClosed = once(stalled, 'close')
+  await received
+
+  const started = Date.now()
+  let timer: NodeJS.Timeout | undefined
+  const outcome = await Promise.race([
+    rt.close().then(() => 'closed'),
+    new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still closing after 8 s'), 8000)))
+  ])
+  clearTimeout(timer)
+  t.equal(outcome, 'closed', `closed in ${Date.now() - started} ms with a 1 s grace`)
+  if (outcome !== 'closed') return
+  await Promise.all([streamEnded, stalledClosed])
+  t.pass('the stream and the stalled request\'s connection were closed by the server')
+  t.ok(keptAlive?.destroyed ?? true, 'the idle keep-alive connection is closed too')
 })
