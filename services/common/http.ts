@@ -24,6 +24,7 @@ import { newUuid } from './ids'
 import { jsonBodyKind, jsonDepthGuard, JsonTooDeepError, MAX_JSON_DEPTH, measureAndDiscard } from './json-depth'
 import { redactUrl } from './logger'
 import { registerRateLimits } from './ratelimit'
+import { targetPath } from './request-target'
 import { isStoreUnavailable } from './store/unavailable'
 import type { HttpPart } from './schemas'
 
@@ -68,23 +69,6 @@ export function shapeOfPath(path: string): ErrorShape {
   if (/^\/(12|5)\//.test(path)) return 'ads'
   if (/^\/(oauth|oauth2|1\.1)\//.test(path)) return 'classic'
   return 'v2'
-}
-
-/** Scheme and authority of an absolute-form request target (RFC 9112 §3.2.2). */
-const TARGET_ORIGIN = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/
-
-/**
- * The path of a request target, without its query. A client may send the
- * absolute form (`GET http://host/12/accounts HTTP/1.1`), which fastify
- * routes by its path but keeps whole in `request.url`: the interface the
- * request belongs to is read from the path alone.
- */
-export function targetPath(target: string): string {
-  const q = target.indexOf('?')
-  const noQuery = q < 0 ? target : target.slice(0, q)
-  const origin = TARGET_ORIGIN.exec(noQuery)
-  if (!origin) return noQuery
-  return noQuery.slice(origin[0].length) || '/'
 }
 
 export function errorShapeFor(request: FastifyRequest): ErrorShape {
