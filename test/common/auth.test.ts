@@ -1,3 +1,4 @@
+import net from 'node:net'
 import t from 'tap'
 import { uniqueParams } from '../../services/common/auth/authenticate'
 import { baseStringUri, formPairs, normalizeParams, parseOAuthHeader, percentEncode, safeEqual, sign, signatureBaseString } from '../../services/common/auth/oauth1'
@@ -90,6 +91,10 @@ for (const backend of BACKENDS) {
       const inQuery = `${plain}&${new URLSearchParams(Object.entries(params).filter(([k]) => k.startsWith('oauth_')).map(([k, v]) => [k, String(v)] as [string, string])).toString()}`
       const r = await send('GET', inQuery)
       t.equal(r.status, 200, `protocol parameters in the query: ${r.text}`)
+
+      // A client may send the absolute form of the target (RFC 9112 §3.2.2); the signed URL is still the path's.
+      const absolute = await rawRequest(base, `GET ${url} HTTP/1.1\r\nHost: ${new URL(base).host}\r\nAuthorization: ${oauthHeader('GET', url, id)}\r\nConnection: close\r\n\r\n`)
+      t.match(absolute, /^HTTP\/1\.1 200 /, `an absolute-form target verifies: ${absolute.slice(0, 300)}`)
 
       const form = { status: 'Hello Ladies + Gentlemen, a signed OAuth request!', tags: '☃ & *' }
       const echoUrl = `${base}/2/probe/echo`
@@ -262,3 +267,17 @@ t.test('signatures are checked against PUBLIC_URL behind a proxy', async (t) => 
   t.equal(wrong.status, 401, 'signed against the internal address: not what clients see')
   t.equal(classic(wrong).code, 32)
 })
+
+/** Writes a request byte for byte (no HTTP client sends the absolute form to an origin server) and reads the answer to its close. */
+function rawRequest(baseUrl: string, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(new URL(baseUrl).port), '127.0.0.1')
+    let answer = ''
+    socket.setEncoding('utf8')
+    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
+    socket.on('data', (chunk: string) => (answer += chunk))
+    socket.on('end', () => resolve(answer))
+    socket.on('error', reject)
+    socket.write(request)
+  })
+}

@@ -381,7 +381,9 @@ t.test('memory bus', async (t) => {
   t.test('messages older than the topic retention are dropped; committed ones leave the journal', async (t) => {
     const dir = tempDir(t, 'gw-bus-retention-')
     const topic = unique('retention')
-    const retentionMs = 300
+    // Long while the reader works through the burst (a slow machine must not age unread messages out),
+    // short once the old message is published.
+    let retentionMs = 10 * 60_000
     const open = (): MemoryBus => new MemoryBus(PARTITIONS, createLogger('silent', 'memory-bus'), { dir, retentionMs: () => retentionMs })
     const first = open()
     const reader = recorder()
@@ -391,6 +393,7 @@ t.test('memory bus', async (t) => {
     await eventually(() => reader.seen.length === 12_000, 30_000)
     await consumer.close()
     t.ok(fs.statSync(path.join(dir, `${topic}.log`)).size < 200 * 1024, 'committed messages were compacted out of the journal')
+    retentionMs = 300
     const old = Date.now()
     await first.publish(topic, 'k0', { i: 'old' })
     await first.close()

@@ -2,6 +2,7 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import { MemoryStore } from '../../services/common/store/memory'
 import type { Store } from '../../services/common/store/types'
+import { StoreUnavailableError } from '../../services/common/store/unavailable'
 import { sleep, tempDir } from '../support/util'
 import { redisStore, startRedis, type RedisServer } from '../support/infra'
 
@@ -342,7 +343,8 @@ t.test('memory store', async (t) => {
     await first.incr('r:n', 7)
     await first.batch([{ op: 'set', key: 'r:b', value: 'batched', ttlMs: 60_000 }, { op: 'del', key: 'r:str' }])
     await first.close()
-    await t.rejects(first.get('r:b'), /closed/, 'a closed store refuses calls')
+    await t.rejects(first.get('r:b'), StoreUnavailableError, 'a closed store refuses calls as unavailable (503 in every interface, not 500)')
+    await t.rejects(first.get('r:b'), /closed/)
     await sleep(150)
 
     const second = await MemoryStore.open(dir)

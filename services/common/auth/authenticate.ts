@@ -4,6 +4,7 @@ import { Classic, ClassicError, ProblemError, Problems } from '../errors'
 import type { Store } from '../store/types'
 import { formPairs, OAuthHeaderError, parseOAuthHeader, type ParamPair, safeEqual, sign } from './oauth1'
 import { type AccessLevel, type AccessToken, allows, type App, AuthKeys, type BearerRecord, lowerLevel } from './records'
+import { targetPath } from '../request-target'
 
 /**
  * Request authentication shared by every service. A route declares what it
@@ -75,7 +76,7 @@ function carriesOAuth1(request: FastifyRequest): boolean {
 
 function classicPath(request: FastifyRequest): boolean {
   const shape = request.routeOptions?.config?.errorShape
-  return shape === 'classic' || (shape === undefined && /^\/(oauth|oauth2|1\.1)\//.test(request.url))
+  return shape === 'classic' || (shape === undefined && /^\/(oauth|oauth2|1\.1)\//.test(targetPath(request.url)))
 }
 
 /** Read-only tokens cannot write (403 code 220); direct messages need the dm level (403 code 93). */
@@ -197,7 +198,7 @@ export class Authenticator {
 
     let url: string
     try {
-      url = new URL(publicBase + pathOf(request.url)).toString()
+      url = new URL(publicBase + targetPath(request.url)).toString()
     } catch {
       throw Classic.couldNotAuthenticate('The request URL cannot be reconstructed.')
     }
@@ -218,11 +219,6 @@ export class Authenticator {
 function unsupported(request: FastifyRequest, used: AuthScheme, requirement: AuthRequirement): Error {
   if (classicPath(request)) return Classic.forbidden()
   return Problems.unsupportedAuthentication(SCHEME_NAMES[used], requirement.schemes.map((s) => SCHEME_NAMES[s]))
-}
-
-function pathOf(url: string): string {
-  const q = url.indexOf('?')
-  return q < 0 ? url : url.slice(0, q)
 }
 
 /**

@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { JsonValues } from './json'
+import { StoreUnavailableError } from './unavailable'
 import { assertFiniteNumber, incremented } from './numbers'
 import type { RangeOptions, ScoredMember, Store, StoreOp } from './types'
 
@@ -369,7 +370,7 @@ export class MemoryStore extends JsonValues implements Store {
   }
 
   private assertOpen(): void {
-    if (this.closed) throw new Error('store is closed')
+    if (this.closed) throw new StoreUnavailableError('store is closed')
   }
 
   // ------------------------------------------------------------ Store
