@@ -58,7 +58,7 @@ const PACED_SECONDS = Number(process.env.BENCH_ACTIVITY_PACED_SECONDS ?? 4)
 const WARMUP = Number(process.env.BENCH_ACTIVITY_WARMUP ?? Math.max(50, RATE))
 const OPERATOR_TOKEN = 'bench-operator-token-0123456789abcdef'
 /** One app opens thousands of streams and subscriptions: lift the per-caller windows of every authenticated route. */
-const UNLIMITED = { RATE_LIMIT_DEFAULT: '100000000' }
+const UNLIMITED = { RATE_LIMIT_DEFAULT: '10000000' }
 const ROOT = path.resolve(__dirname, '..', ...(__dirname.includes(`${path.sep}dist${path.sep}`) ? ['..'] : []))
 
 const rows: Array<[string, string, string]> = []

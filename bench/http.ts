@@ -74,8 +74,8 @@ async function serve(kind: Kind): Promise<void> {
     REDIS_URL: kind === 'redis' ? (process.env.BENCH_REDIS_URL ?? '') : '',
     OPERATOR_TOKEN: newSecret(24),
     // The bench measures throughput from one caller: lift the per-caller windows every authenticated route has.
-    RATE_LIMIT_DEFAULT: '100000000',
-    RATE_LIMITS: 'ads-account=100000000'
+    RATE_LIMIT_DEFAULT: '10000000',
+    RATE_LIMITS: 'ads-account=10000000'
   })
   const ctx = await createContext({ serviceName: kind === 'embedded' ? 'embedded' : 'gateway', config })
   const runtime = await startRuntime({ services: kind === 'embedded' ? ALL_SERVICES : [gatewayService], ctx })

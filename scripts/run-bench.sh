@@ -73,6 +73,11 @@ for src in "${sources[@]}"; do
   fi
 done
 
+# What the profiles showed and what changed because of them (kept by hand, measured with these benches).
+if [ -f bench/PROFILES.md ] && [ -z "${BENCH_ONLY:-}" ]; then
+  { echo; cat bench/PROFILES.md; } >>"$tmp"
+fi
+
 mv "$tmp" "$results"
 trap 'rm -f "$tmp.out"' EXIT
 if [ "$failed" -gt 0 ]; then echo "==> wrote $results ($failed benchmark(s) failed)"; else echo "==> wrote $results"; fi

@@ -182,6 +182,7 @@ export const SETTINGS = {
   kafkaBrokers: setting('KAFKA_BROKERS', '', 'Comma list of Kafka brokers, each host:port. Empty: in-memory bus (embedded mode).', asBrokerList),
   kafkaClientId: setting('KAFKA_CLIENT_ID', 'activity-gateway', 'Kafka client id prefix.', asString),
   busPartitions: setting('BUS_PARTITIONS', '6', 'Partitions per topic of the in-memory bus (Kafka topics: deploy/topics.json).', asInt(1, 256)),
+  kafkaFetchMaxWaitMs: setting('KAFKA_FETCH_MAX_WAIT', '500ms', 'Longest a Kafka fetch waits on partitions without new data. A broker answers as soon as data arrives; librdkafka\'s mock cluster (tests, make up) only after the whole wait, which then bounds each hop\'s latency.', asDuration(1, MINUTE)),
   kafkaSessionTimeoutMs: setting('KAFKA_SESSION_TIMEOUT', '30s', 'Kafka consumer group session: a member silent this long is evicted and its partitions move to the others (heartbeats every tenth of it); 1s to 30m, the brokers\' default bounds.', asDuration(SECOND, 30 * MINUTE)),
 
   // --- media (POST /2/media/upload, advertising creatives) ---

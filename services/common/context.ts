@@ -45,6 +45,7 @@ export async function createBus(config: Config, clientId: string, log: Logger): 
     clientId: `${config.kafkaClientId}-${clientId}`,
     log,
     sessionTimeoutMs: config.kafkaSessionTimeoutMs,
+    maxWaitTimeMs: config.kafkaFetchMaxWaitMs,
     heartbeatIntervalMs: Math.max(100, Math.floor(config.kafkaSessionTimeoutMs / 10))
   })
 }

@@ -226,10 +226,11 @@ async function callerStates(limiter: RateLimiter, request: FastifyRequest, ident
   const named = request.routeOptions.config.rateLimit
   const authenticated = request.auth !== undefined
   const rule = named ?? (authenticated ? { family: routeFamily(request.method, request.routeOptions.url ?? request.url) } : undefined)
-  const states: RateLimitState[] = []
-  if (rule) states.push(await limiter.consume(rule.family, identity, limiter.policy(rule)))
-  if (authenticated && wantsTotalCount(request)) states.push(await limiter.consume(TOTAL_COUNT_FAMILY, identity, limiter.policy({ family: TOTAL_COUNT_FAMILY })))
-  return states
+  // Independent counters: counted concurrently (one store round trip, not one per window).
+  const counting: Array<Promise<RateLimitState>> = []
+  if (rule) counting.push(limiter.consume(rule.family, identity, limiter.policy(rule)))
+  if (authenticated && wantsTotalCount(request)) counting.push(limiter.consume(TOTAL_COUNT_FAMILY, identity, limiter.policy({ family: TOTAL_COUNT_FAMILY })))
+  return Promise.all(counting)
 }
 
 /**
@@ -249,8 +250,7 @@ export function registerRateLimits(app: FastifyInstance, ctx: Pick<ServiceContex
   const limiter = new RateLimiter(ctx.store, ctx.config, rejectionCounter(ctx.metrics))
   app.decorate('rateLimiter', limiter)
   app.addHook('preValidation', async (request, reply) => {
-    const states = await callerStates(limiter, request, rateLimitIdentity(request))
-    const account = await accountState(limiter, request)
+    const [states, account] = await Promise.all([callerStates(limiter, request, rateLimitIdentity(request)), accountState(limiter, request)])
     const shown = states.length > 0 ? mostConstrained(states) : undefined
     if (shown) setRateLimitHeaders(reply, shown)
     if (account) setRateLimitHeaders(reply, account, 'account')

@@ -1,3 +1,4 @@
+import fs from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import { MemoryStore } from '../../services/common/store/memory'
@@ -372,6 +373,37 @@ t.test('memory store', async (t) => {
     t.equal(await third.get('r:b'), 'batched')
     t.equal(await third.get('r:after-compact'), '1')
     t.ok((await third.pttl('r:long')) > 59_000)
+  })
+
+  t.test('writes of one turn are journaled in one append, each call resolving after it', async (t) => {
+    const dir = tempDir(t, 'gw-group-')
+    const store = await MemoryStore.open(dir)
+    t.teardown(() => store.close())
+    const journal = path.join(dir, 'store.journal')
+    const before = fs.readFileSync(journal, 'utf8')
+    const writes = Array.from({ length: 100 }, (_, i) => store.set(`g:${i}`, 'v'))
+    t.equal(await store.get('g:99'), 'v', 'a write is visible at once')
+    t.equal(fs.readFileSync(journal, 'utf8'), before, 'but not journaled within the turn')
+    await Promise.all(writes)
+    const appended = fs.readFileSync(journal, 'utf8').slice(before.length)
+    t.equal(appended.split('\n').filter((l) => l !== '').length, 100, 'every write has its record once they resolved')
+    t.match(appended, /"g:0"[\s\S]*"g:99"/, 'in call order')
+  })
+
+  t.test('a torn last journal line is cut off, so the next write is not glued onto it', async (t) => {
+    const dir = tempDir(t, 'gw-torn-')
+    const first = await MemoryStore.open(dir)
+    await first.set('t:kept', '1')
+    await first.close()
+    fs.appendFileSync(path.join(dir, 'store.journal'), '[{"op":"setAt","key":"t:torn","va')
+    const second = await MemoryStore.open(dir)
+    t.equal(await second.get('t:kept'), '1')
+    t.equal(await second.get('t:torn'), undefined, 'the torn record was never acknowledged')
+    await second.set('t:after', '2')
+    await second.close()
+    const third = await MemoryStore.open(dir)
+    t.teardown(() => third.close())
+    t.equal(await third.get('t:after'), '2', 'the first write after the crash survives the next restart')
   })
 })
 

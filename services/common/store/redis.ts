@@ -236,7 +236,11 @@ export class RedisStore extends JsonValues implements Store {
       connectTimeout: 2000,
       // Never give up: back off to RECONNECT_MAX_MS and keep trying while the process lives.
       retryStrategy: (times) => Math.min(RECONNECT_MIN_MS * 2 ** Math.min(times, 10), RECONNECT_MAX_MS),
-      connectionName: 'activity-gateway'
+      connectionName: 'activity-gateway',
+      // Commands issued in one event-loop turn (many requests' token reads, nonces and rate-limit
+      // counters) go out in one socket write instead of one write each: the profile of a signed read
+      // on Redis spent a third of its time in per-command socket writes.
+      enableAutoPipelining: true
     }) as ScriptedRedis
     redis.defineCommand('gwIncr', { numberOfKeys: 1, lua: INCR_SCRIPT })
     redis.defineCommand('gwZpop', { numberOfKeys: 1, lua: ZPOP_SCRIPT })
