@@ -8,10 +8,11 @@ import { createLogger } from '../../services/common/logger'
 import { MemoryStore } from '../../services/common/store/memory'
 import type { Store } from '../../services/common/store/types'
 import { type AdsEntity, type EntityChange, entityChangeMessage, EntityRepo } from '../../services/gateway/ads/entities'
-import { Outbox, OUTBOX_PARTITIONS, OutboxKeys, OutboxRelay } from '../../services/gateway/outbox'
+import { Outbox, OutboxRelay } from '../../services/gateway/outbox'
 import { eventually, tempDir, testConfig } from '../helper'
 import { kafkaBus, redisStore, startKafka, startRedis } from '../support/infra'
 import { sharedBus, sharedStore, startGateway } from '../account-history/support'
+import { checkChain, collectChanges, outboxDepth } from './change-fixtures'
 
 /**
  * The gateway outbox: an entity change is committed with the entity and
@@ -41,42 +42,6 @@ function deadBus(): Bus {
 
 async function contextWith(t: Test, bus: Bus, store: Store): Promise<ServiceContext> {
   return createContext({ serviceName: 'gateway', config: testConfig(t), bus, store, log })
-}
-
-async function outboxDepth(store: Store): Promise<number> {
-  let depth = 0
-  for (let p = 0; p < OUTBOX_PARTITIONS; p++) depth += await store.zcard(OutboxKeys.queue(p))
-  return depth
-}
-
-/** Collects every entity change from the bus with a group of its own. */
-async function collectChanges(t: Test, bus: Bus, group: string): Promise<EntityChange[]> {
-  const seen: EntityChange[] = []
-  const consumer = await bus.subscribe({ groupId: group, topics: [TOPICS.adsEntityChanges], handler: async (m: BusMessage) => void seen.push(m.value as EntityChange) })
-  t.teardown(() => consumer.close())
-  return seen
-}
-
-/** Each change's old values are the previous change's snapshot: nothing in between was lost. */
-function checkChain(t: Test, changes: EntityChange[]): void {
-  for (let i = 1; i < changes.length; i++) {
-    const prev = (changes[i - 1] as EntityChange).entity_data
-    const cur = changes[i] as EntityChange
-    for (const [field, diff] of Object.entries(cur.changes)) {
-      if (JSON.stringify(diff.old) !== JSON.stringify(prev[field] ?? null)) {
-        t.fail(`change ${i}: ${field}.old is ${JSON.stringify(diff.old)}, the previous snapshot has ${JSON.stringify(prev[field])}`)
-        return
-      }
-    }
-    const { updated_at: _a, ...was } = prev
-    const { updated_at: _b, ...now } = cur.entity_data
-    const applied = { ...was, ...Object.fromEntries(Object.entries(cur.changes).map(([k, d]) => [k, d.new])) }
-    if (JSON.stringify(Object.entries(applied).sort()) !== JSON.stringify(Object.entries(now).sort())) {
-      t.fail(`change ${i}: the previous snapshot plus the diff is not the new snapshot`)
-      return
-    }
-  }
-  t.pass(`${changes.length} changes chain: every diff starts from the previous snapshot`)
 }
 
 async function memoryStore(t: Test): Promise<Store> {
