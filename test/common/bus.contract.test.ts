@@ -488,5 +488,33 @@ t.test('kafka bus (mock cluster)', { jobs: 11 }, async (t) => {
     await eventually(() => rec.seen.length === 1, 20_000)
     t.same(rec.seen[0]?.value, { n: 7 }, 'redelivered after the dead member’s session expired')
   })
+
+  t.test('inside a long batch, handled offsets are committed about every second: a crash repeats only the rest', async (t) => {
+    const topic = await d.topic('long-batch')
+    const group = unique('g-long-batch')
+    const fixture = path.join(__dirname, '..', 'support', 'fixtures', 'stuck-consumer.ts')
+    // 150 handled 15 ms apart (over two seconds, all in the batch of one fetch), then a hang, then SIGKILL.
+    const child = spawn(process.execPath, [...process.execArgv, fixture, kafka.brokers.join(','), topic, group, '150', '15'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' }
+    })
+    t.teardown(() => {
+      child.kill('SIGKILL')
+    })
+    let out = ''
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()))
+    await eventually(() => out.includes('subscribed'), 20_000)
+    const bus = await d.bus(t, 'long-batch-publisher')
+    // One produce request: one message set, fetched whole as one batch.
+    await bus.publishMany(topic, Array.from({ length: 200 }, (_, n) => ({ key: 'k', value: { n } })))
+    await eventually(() => out.includes('got k'), 30_000)
+    child.kill('SIGKILL')
+    const rec = recorder()
+    await bus.subscribe({ groupId: group, topics: [topic], handler: rec.handler })
+    await eventually(() => rec.seen.length > 0 && (rec.seen.at(-1)?.value as { n: number }).n === 199, 30_000)
+    const first = (rec.seen[0]?.value as { n: number }).n
+    t.ok(first > 0, `offsets were committed while the batch ran (redelivery starts at ${first}, not at the batch's start)`)
+    t.ok(first <= 150, `nothing unhandled was committed (redelivery starts at ${first}, the hung message is 150)`)
+  })
 })
 

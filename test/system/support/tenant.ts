@@ -101,10 +101,28 @@ export interface TenantOptions {
   fanOut?: number
 }
 
+/**
+ * An application whose deliveries land on another activity.deliveries
+ * partition than the tenant's (deliveries are keyed by app id). librdkafka's
+ * mock cluster keeps only 5 MB per partition and trims the oldest beyond
+ * that (the broker's "retention"): the fan-out's tens of thousands of
+ * deliveries sharing the tenant's partition would push the tenant's own out
+ * before a consumer that was down reads them, a loss the mock causes and a
+ * real broker with the topic's 72 h retention would not.
+ */
+async function fanOutApp(system: System, tenantAppId: string): Promise<App> {
+  const partitions = loadTopics().topics.find((x) => x.name === TOPICS.activityDeliveries)?.partitions ?? 1
+  if (partitions < 2) throw new Error('the fan-out needs activity.deliveries to have at least two partitions')
+  for (let attempt = 0; ; attempt++) {
+    const app = await createApp(system.store, { name: `fan-out app ${process.pid} ${attempt}`, access_level: 'read', callback_urls: ['http://127.0.0.1/callback'] })
+    if (partitionFor(app.id, partitions) !== partitionFor(tenantAppId, partitions)) return app
+  }
+}
+
 /** A second application with `perUser` stream-only subscriptions on each user (nobody streams it: only the matchers feel it). */
-async function addFanOut(system: System, activity: string, users: string[], perUser: number): Promise<void> {
+async function addFanOut(system: System, activity: string, users: string[], perUser: number, tenantAppId: string): Promise<void> {
   if (perUser <= 0) return
-  const other = await createApp(system.store, { name: `fan-out app ${process.pid}`, access_level: 'read', callback_urls: ['http://127.0.0.1/callback'] })
+  const other = await fanOutApp(system, tenantAppId)
   const { token } = await issueBearer(system.store, other)
   for (const userId of users) {
     for (let i = 0; i < perUser; i++) {
@@ -136,7 +154,7 @@ export async function setUpTenant(t: Test, system: System, options: TenantOption
     if (sub.status !== 200) throw new Error(`activity subscription failed: ${sub.status} ${sub.text}`)
   }
 
-  await addFanOut(system, activity, followed, options.fanOut ?? 0)
+  await addFanOut(system, activity, followed, options.fanOut ?? 0, app.id)
 
   const aaaUrl = `${webhooks}/2/account_activity/webhooks/${webhook.id}/subscriptions/all`
   const aaa = await call('POST', aaaUrl, oauth1Header('POST', aaaUrl, app, token))
