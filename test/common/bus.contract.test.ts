@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
@@ -468,20 +468,10 @@ t.test('kafka bus (mock cluster)', { jobs: 11 }, async (t) => {
   t.test('a member killed mid-handler (no commit, no leave) has its message redelivered to another member', async (t) => {
     const topic = await d.topic('crash')
     const group = unique('g-crash')
-    const fixture = path.join(__dirname, '..', 'support', 'fixtures', 'stuck-consumer.ts')
-    const child = spawn(process.execPath, [...process.execArgv, fixture, kafka.brokers.join(','), topic, group], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' }
-    })
-    t.teardown(() => {
-      child.kill('SIGKILL')
-    })
-    let out = ''
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()))
-    await eventually(() => out.includes('subscribed'), 20_000)
+    const { child, output } = await startStuckConsumer(t, kafka.brokers, topic, group)
     const bus = await d.bus(t, 'crash-publisher')
     await bus.publish(topic, 'k', { n: 7 })
-    await eventually(() => out.includes('got k'), 15_000)
+    await eventually(() => output().includes('got k'), 15_000)
     child.kill('SIGKILL')
     const rec = recorder()
     await bus.subscribe({ groupId: group, topics: [topic], handler: rec.handler })
@@ -492,22 +482,12 @@ t.test('kafka bus (mock cluster)', { jobs: 11 }, async (t) => {
   t.test('inside a long batch, handled offsets are committed about every second: a crash repeats only the rest', async (t) => {
     const topic = await d.topic('long-batch')
     const group = unique('g-long-batch')
-    const fixture = path.join(__dirname, '..', 'support', 'fixtures', 'stuck-consumer.ts')
     // 150 handled 15 ms apart (over two seconds, all in the batch of one fetch), then a hang, then SIGKILL.
-    const child = spawn(process.execPath, [...process.execArgv, fixture, kafka.brokers.join(','), topic, group, '150', '15'], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' }
-    })
-    t.teardown(() => {
-      child.kill('SIGKILL')
-    })
-    let out = ''
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()))
-    await eventually(() => out.includes('subscribed'), 20_000)
+    const { child, output } = await startStuckConsumer(t, kafka.brokers, topic, group, ['150', '15'])
     const bus = await d.bus(t, 'long-batch-publisher')
     // One produce request: one message set, fetched whole as one batch.
     await bus.publishMany(topic, Array.from({ length: 200 }, (_, n) => ({ key: 'k', value: { n } })))
-    await eventually(() => out.includes('got k'), 30_000)
+    await eventually(() => output().includes('got k'), 30_000)
     child.kill('SIGKILL')
     const rec = recorder()
     await bus.subscribe({ groupId: group, topics: [topic], handler: rec.handler })
@@ -518,3 +498,18 @@ t.test('kafka bus (mock cluster)', { jobs: 11 }, async (t) => {
   })
 })
 
+/** The stuck-consumer fixture as its own group member (a process the test can SIGKILL), once it has subscribed. */
+async function startStuckConsumer(t: Test, brokers: string[], topic: string, group: string, extra: string[] = []): Promise<{ child: ChildProcess; output: () => string }> {
+  const fixture = path.join(__dirname, '..', 'support', 'fixtures', 'stuck-consumer.ts')
+  const child = spawn(process.execPath, [...process.execArgv, fixture, brokers.join(','), topic, group, ...extra], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' }
+  })
+  t.teardown(() => {
+    child.kill('SIGKILL')
+  })
+  let out = ''
+  child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()))
+  await eventually(() => out.includes('subscribed'), 20_000)
+  return { child, output: () => out }
+}

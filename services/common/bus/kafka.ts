@@ -192,7 +192,7 @@ export async function listGroups(admin: Admin): Promise<string[] | undefined> {
   try {
     return (await admin.listGroups()).groups.map((g) => g.groupId).sort()
   } catch (err) {
-    if (err instanceof KafkaJSError && /does not support|not implemented|UNSUPPORTED_VERSION/i.test(err.message)) return undefined
+    if (err instanceof KafkaJSError && /does not support|not\s+implemented|UNSUPPORTED_VERSION/i.test(err.message)) return undefined
     throw err
   }
 }
