@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import net from 'node:net'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { activityService } from '../../services/activity/service'
 import { MemoryStore } from '../../services/common/store/memory'
 import { gatewayService } from '../../services/gateway/service'
@@ -111,22 +111,7 @@ t.test('a client that stops reading gets SlowReader and is closed; the others ke
   t.match(received, /^HTTP\/1\.1 200/)
   sock.pause() // from now on the client reads nothing: the kernel buffers fill, then the server's
 
-  const text = 'x'.repeat(20_000)
-  let sent = 0
-  // Bursts of 600 KB: above the 256 KB threshold, below the immediate cut-off (4x), so the healthy
-  // client (in this same process) drains each burst within the grace time while the stalled one cannot.
-  for (let batch = 0; batch < 100 && (await metric(rt.baseUrl, 'stream_disconnects_total', 'SlowReader')) === 0; batch++) {
-    const res = await ingest(rt.baseUrl, Array.from({ length: 30 }, () => sampleEvent('post.create', userId, { text })))
-    if (res.status !== 200) t.fail(res.text)
-    sent += 30
-    await eventually(() => healthy.messages.length >= sent, WAIT)
-  }
-  t.equal(await metric(rt.baseUrl, 'stream_disconnects_total', 'SlowReader'), 1, `the stalled client was disconnected (after ${sent} events)`)
-  // One more batch after the disconnect: the healthy client gets it, the slow one's stream has ended.
-  await ingest(rt.baseUrl, Array.from({ length: 5 }, () => sampleEvent('post.create', userId, { text })))
-  sent += 5
-  await eventually(() => healthy.messages.length >= sent, WAIT)
-  t.equal(healthy.messages.length, sent, 'the healthy client received every event')
+  const sent = await floodUntilSlowReader(t, rt.baseUrl, userId, healthy, 'client')
 
   const ended = new Promise<void>((resolve) => sock.once('close', () => resolve()))
   sock.resume()
@@ -153,19 +138,7 @@ t.test('a WebSocket client that stops reading gets SlowReader and close code 100
   t.teardown(() => stalled.close())
   stalled.ws.pause() // the client reads nothing more: the kernel buffers fill, then the server's bufferedAmount grows
 
-  const text = 'x'.repeat(20_000)
-  let sent = 0
-  for (let batch = 0; batch < 100 && (await metric(rt.baseUrl, 'stream_disconnects_total', 'SlowReader')) === 0; batch++) {
-    const res = await ingest(rt.baseUrl, Array.from({ length: 30 }, () => sampleEvent('post.create', userId, { text })))
-    if (res.status !== 200) t.fail(res.text)
-    sent += 30
-    await eventually(() => healthy.messages.length >= sent, WAIT)
-  }
-  t.equal(await metric(rt.baseUrl, 'stream_disconnects_total', 'SlowReader'), 1, `the stalled WebSocket was disconnected (after ${sent} events)`)
-  await ingest(rt.baseUrl, Array.from({ length: 5 }, () => sampleEvent('post.create', userId, { text })))
-  sent += 5
-  await eventually(() => healthy.messages.length >= sent, WAIT)
-  t.equal(healthy.messages.length, sent, 'the healthy client received every event')
+  const sent = await floodUntilSlowReader(t, rt.baseUrl, userId, healthy, 'WebSocket')
 
   stalled.ws.resume()
   t.equal(await stalled.closeCode, 1008, 'closed with policy violation')
@@ -298,3 +271,29 @@ t.test('the registry counts connections across nodes; a dead node\'s expire', as
   await nodeA.release(a2 as NonNullable<typeof a2>)
   t.equal(await nodeA.count('app'), 1)
 })
+
+/**
+ * Ingests bursts of large events until the stalled client is cut off as a
+ * SlowReader, then one more batch, checking the healthy client got every
+ * event. Bursts of 600 KB: above the 256 KB threshold, below the immediate
+ * cut-off (4x), so the healthy client (in this same process) drains each
+ * burst within the grace time while the stalled one cannot. Returns how many
+ * events were sent.
+ */
+async function floodUntilSlowReader(t: Test, baseUrl: string, userId: string, healthy: { messages: unknown[] }, stalled: string): Promise<number> {
+  const text = 'x'.repeat(20_000)
+  let sent = 0
+  for (let batch = 0; batch < 100 && (await metric(baseUrl, 'stream_disconnects_total', 'SlowReader')) === 0; batch++) {
+    const res = await ingest(baseUrl, Array.from({ length: 30 }, () => sampleEvent('post.create', userId, { text })))
+    if (res.status !== 200) t.fail(res.text)
+    sent += 30
+    await eventually(() => healthy.messages.length >= sent, WAIT)
+  }
+  t.equal(await metric(baseUrl, 'stream_disconnects_total', 'SlowReader'), 1, `the stalled ${stalled} was disconnected (after ${sent} events)`)
+  // One more batch after the disconnect: the healthy client gets it, the slow one's stream has ended.
+  await ingest(baseUrl, Array.from({ length: 5 }, () => sampleEvent('post.create', userId, { text })))
+  sent += 5
+  await eventually(() => healthy.messages.length >= sent, WAIT)
+  t.equal(healthy.messages.length, sent, 'the healthy client received every event')
+  return sent
+}
