@@ -4,6 +4,7 @@ import { authorizationHeader } from '../../../services/common/auth/oauth1'
 import type { ServiceContext } from '../../../services/common/context'
 import { createAccount } from '../../../services/gateway/ads/accounts'
 import type { System } from './system'
+import { Refused, retryOrRefuse, RetryingSender } from './retrying'
 import type { Tenant } from './tenant'
 
 /**
@@ -34,18 +35,25 @@ export class AdsPostLoad {
   /** Acknowledged post ids. */
   readonly published: string[] = []
   attempts = 0
-  retries = 0
-  readonly failures: Record<string, number> = {}
   /** A refusal of a well-formed post (a 4xx other than 429): the test fails with it. */
   refused: Error | undefined
   private timer: NodeJS.Timeout | undefined
   private readonly pending = new Set<Promise<void>>()
   private seq = 0
-  private next = 0
-  private giveUpAt = Number.POSITIVE_INFINITY
   private generated = 0
+  private readonly sender: RetryingSender
 
-  constructor(private readonly options: AdsPostOptions) {}
+  constructor(private readonly options: AdsPostOptions) {
+    this.sender = new RetryingSender(options.targets)
+  }
+
+  get retries(): number {
+    return this.sender.retries
+  }
+
+  get failures(): Record<string, number> {
+    return this.sender.failures
+  }
 
   start(): this {
     this.timer = setInterval(() => this.fire(), Math.max(20, Math.round(1000 / this.options.rate)))
@@ -60,7 +68,7 @@ export class AdsPostLoad {
   async stop(timeoutMs = 60_000): Promise<void> {
     if (this.timer) clearInterval(this.timer)
     this.timer = undefined
-    this.giveUpAt = Date.now() + timeoutMs
+    this.sender.giveUpAfter(timeoutMs)
     while (this.pending.size > 0) await Promise.allSettled([...this.pending])
   }
 
@@ -79,41 +87,22 @@ export class AdsPostLoad {
     void run.finally(() => this.pending.delete(run))
   }
 
-  private async post(text: string): Promise<string | undefined> {
+  private post(text: string): Promise<string | undefined> {
     const { app, user, token, accountId } = this.options
-    for (let attempt = 0; ; attempt++) {
-      const targets = this.options.targets()
-      const base = targets.length > 0 ? targets[this.next++ % targets.length] : undefined
-      if (base !== undefined) {
-        const url = new URL(`/12/accounts/${accountId}/tweet`, base)
-        url.searchParams.set('as_user_id', user.id)
-        url.searchParams.set('nullcast', 'false')
-        url.searchParams.set('text', text)
-        this.attempts++
-        try {
-          const authorization = authorizationHeader('POST', url.toString(), { key: app.consumer_key, secret: app.consumer_secret }, { key: token.token, secret: token.secret })
-          const res = await fetch(url, { method: 'POST', headers: { authorization }, signal: AbortSignal.timeout(5000) })
-          const body = await res.text()
-          if (res.status === 200) {
-            const id = (JSON.parse(body) as { data?: { id_str?: string } }).data?.id_str
-            if (typeof id !== 'string') throw new Error(`ads post answered 200 without data.id_str: ${body.slice(0, 200)}`)
-            return id
-          }
-          this.fail(String(res.status))
-          if (res.status < 500 && res.status !== 429) throw new Error(`the gateway refused a well-formed post with ${res.status}: ${body.slice(0, 300)}`)
-        } catch (err) {
-          if ((err as Error).message.startsWith('the gateway refused') || (err as Error).message.startsWith('ads post answered')) throw err
-          this.fail((err as Error).name === 'TimeoutError' ? 'timeout' : 'connection')
-        }
-      } else this.fail('no instance')
-      if (Date.now() > this.giveUpAt) return undefined
-      this.retries++
-      await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** Math.min(attempt, 4))))
-    }
-  }
-
-  private fail(reason: string): void {
-    this.failures[reason] = (this.failures[reason] ?? 0) + 1
+    return this.sender.send(async (base) => {
+      const url = new URL(`/12/accounts/${accountId}/tweet`, base)
+      url.searchParams.set('as_user_id', user.id)
+      url.searchParams.set('nullcast', 'false')
+      url.searchParams.set('text', text)
+      this.attempts++
+      const authorization = authorizationHeader('POST', url.toString(), { key: app.consumer_key, secret: app.consumer_secret }, { key: token.token, secret: token.secret })
+      const res = await fetch(url, { method: 'POST', headers: { authorization }, signal: AbortSignal.timeout(5000) })
+      const body = await res.text()
+      if (res.status !== 200) return retryOrRefuse(res.status, `the gateway refused a well-formed post with ${res.status}: ${body.slice(0, 300)}`)
+      const id = (JSON.parse(body) as { data?: { id_str?: string } }).data?.id_str
+      if (typeof id !== 'string') throw new Refused(`ads post answered 200 without data.id_str: ${body.slice(0, 200)}`)
+      return id
+    })
   }
 }
 

@@ -10,6 +10,8 @@
  * reaches the receiver twice; the receiver dedupes on `event_uuid`.
  */
 
+import { retryOrRefuse, RetryingSender } from './retrying'
+
 export interface LoadOptions {
   /** Base URLs of the activity instances, read at every attempt (instances come and go). */
   targets: () => string[]
@@ -40,20 +42,18 @@ let runCounter = 0
 export class LoadGenerator {
   readonly published = new Map<string, string>()
   generated = 0
-  retries = 0
   /** Slowest acknowledged request (ms): how long producers waited during a fault. */
   slowestMs = 0
-  readonly failures: Record<string, number> = {}
   /** Set when the system refused a generated batch as invalid (a 4xx): the test fails with it. */
   refused: Error | undefined
   private timer: NodeJS.Timeout | undefined
   private readonly pending = new Set<Promise<void>>()
   private readonly prefix: string
   private seq = 0
-  private next = 0
-  private giveUpAt = Number.POSITIVE_INFINITY
+  private readonly sender: RetryingSender
 
   constructor(private readonly options: LoadOptions) {
+    this.sender = new RetryingSender(options.targets)
     runCounter++
     // 1, 10 digits of time + 2 of run + 6 of sequence: unique, numeric, 19 digits (bursts of thousands fit).
     this.prefix = `1${String(Date.now() % 1e10).padStart(10, '0')}${String(runCounter % 100).padStart(2, '0')}`
@@ -83,8 +83,16 @@ export class LoadGenerator {
   async stop(timeoutMs = 60_000): Promise<void> {
     if (this.timer) clearInterval(this.timer)
     this.timer = undefined
-    this.giveUpAt = Date.now() + timeoutMs
+    this.sender.giveUpAfter(timeoutMs)
     while (this.pending.size > 0) await Promise.allSettled([...this.pending])
+  }
+
+  get retries(): number {
+    return this.sender.retries
+  }
+
+  get failures(): Record<string, number> {
+    return this.sender.failures
   }
 
   get unacknowledged(): number {
@@ -130,38 +138,19 @@ export class LoadGenerator {
   /** Posts `body` until an instance acknowledges it; false when it gave up (stop's deadline). */
   private async send(body: string): Promise<boolean> {
     const timeout = this.options.requestTimeoutMs ?? 5000
-    for (let attempt = 0; ; attempt++) {
-      const targets = this.options.targets()
-      const target = targets.length > 0 ? targets[this.next++ % targets.length] : undefined
-      if (target !== undefined) {
-        const sentAt = Date.now()
-        try {
-          const res = await fetch(`${target}/admin/activity/events`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${this.options.operatorToken}`, 'content-type': 'application/x-ndjson' },
-            body,
-            signal: AbortSignal.timeout(timeout)
-          })
-          await res.arrayBuffer()
-          if (res.status === 200) {
-            this.slowestMs = Math.max(this.slowestMs, Date.now() - sentAt)
-            return true
-          }
-          this.fail(String(res.status))
-          // A refusal of the batch itself would repeat forever: only overload and outages are retried.
-          if (res.status < 500 && res.status !== 429) throw new Error(`ingest refused a generated batch with ${res.status}`)
-        } catch (err) {
-          if ((err as Error).message.startsWith('ingest refused')) throw err
-          this.fail((err as Error).name === 'TimeoutError' ? 'timeout' : 'connection')
-        }
-      } else this.fail('no instance')
-      if (Date.now() > this.giveUpAt) return false
-      this.retries++
-      await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** Math.min(attempt, 4))))
-    }
-  }
-
-  private fail(reason: string): void {
-    this.failures[reason] = (this.failures[reason] ?? 0) + 1
+    const acknowledged = await this.sender.send(async (target) => {
+      const sentAt = Date.now()
+      const res = await fetch(`${target}/admin/activity/events`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${this.options.operatorToken}`, 'content-type': 'application/x-ndjson' },
+        body,
+        signal: AbortSignal.timeout(timeout)
+      })
+      await res.arrayBuffer()
+      if (res.status !== 200) return retryOrRefuse(res.status, `ingest refused a generated batch with ${res.status}`)
+      this.slowestMs = Math.max(this.slowestMs, Date.now() - sentAt)
+      return true
+    })
+    return acknowledged === true
   }
 }
