@@ -1,8 +1,7 @@
 import t from 'tap'
-import { OUTBOX_PARTITIONS, OutboxKeys } from '../../services/gateway/outbox'
-import type { Store } from '../../services/common/store/types'
 import { eventually } from '../helper'
 import { kafkaBus, redisStore, startKafka, startRedis } from '../support/infra'
+import { outboxDepth } from '../ads/change-fixtures'
 import { advertiser, historyOf, sharedStore, startGateway, startHistory } from './support'
 
 /**
@@ -12,12 +11,6 @@ import { advertiser, historyOf, sharedStore, startGateway, startHistory } from '
  * the relay publishes everything and account history shows every change,
  * in the order made, none doubled.
  */
-
-async function outboxDepth(store: Store): Promise<number> {
-  let depth = 0
-  for (let p = 0; p < OUTBOX_PARTITIONS; p++) depth += await store.zcard(OutboxKeys.queue(p))
-  return depth
-}
 
 t.test('kafka: with every broker down ads writes succeed; once they are back every change reaches account history, in order', async (t) => {
   const kafka = await startKafka(t)

@@ -395,7 +395,14 @@ class KafkaBusConsumer implements Consumer {
       heartbeatInterval: settings.heartbeatIntervalMs,
       maxWaitTimeInMs: settings.maxWaitTimeMs,
       allowAutoTopicCreation: false,
-      retry: { initialRetryTime: 100, maxRetryTime: 5_000, retries: 10 }
+      retry: {
+        initialRetryTime: 100,
+        maxRetryTime: 5_000,
+        retries: 10,
+        // kafkajs schedules its own restart after a crash, and a disconnect that comes before
+        // that timer is set does not cancel it (kafkajs#1147): a closed bus must not restart.
+        restartOnFailure: async () => this.closing === undefined
+      }
     })
     this.consumer.on(this.consumer.events.CRASH, (event) => {
       this.log.error({ err: event.payload.error, group: options.groupId, restart: event.payload.restart }, 'consumer crashed')
@@ -408,6 +415,11 @@ class KafkaBusConsumer implements Consumer {
     })
     // Back in a group: a later crash starts again from the shortest delay.
     this.consumer.on(this.consumer.events.GROUP_JOIN, () => {
+      // A restart already under way when close() ran can still join (kafkajs#1639): leave again.
+      if (this.closing) {
+        void this.consumer.disconnect().catch(() => undefined)
+        return
+      }
       this.recoveries = 0
       this.joined = true
       this.crash = undefined
