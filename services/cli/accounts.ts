@@ -11,9 +11,11 @@ import { operatorClient } from './client'
  *   account feature grant --account ID --feature KEY[,KEY]... [--json]
  *   account feature revoke --account ID --feature KEY[,KEY]... [--json]
  *
- * Features only an operator grants live here, e.g. ACCOUNT_HISTORY_ACCESS,
- * the allowlist of the account history beta. `--feature` may be repeated or
- * given a comma list; the gateway refuses unknown keys and lists the known ones.
+ * Any known feature is granted here, among them the ones operations are
+ * gated on: PROMOTED_MEDIA_POLLS, SHARE_AUDIENCE_OUTSIDE_BUSINESS and
+ * ACCOUNT_HISTORY_ACCESS (the allowlist of the account history beta).
+ * `--feature` may be repeated or given a comma list; the gateway refuses
+ * unknown keys and lists the known ones.
  */
 
 const USAGE = `usage:

@@ -102,7 +102,7 @@ t.test('sandbox: add and remove account features', async (t) => {
 
   expectError(t, await features('POST'), 400, 'MISSING_PARAMETER', 'feature_keys')
   expectError(t, await features('DELETE'), 400, 'MISSING_PARAMETER', 'feature_keys')
-  expectError(t, await features('POST', 'ACCOUNT_HISTORY_ACCESS'), 400, 'INVALID_PARAMETER', 'feature_keys')
+  expectError(t, await features('POST', 'MAKE_IT_FREE'), 400, 'INVALID_PARAMETER', 'feature_keys')
   // A blank item is an invalid list, not a missing parameter.
   expectError(t, await features('POST', 'AGE_TARGETING,,CPI_CHARGING'), 400, 'INVALID_PARAMETER', 'feature_keys')
   expectError(t, await features('DELETE', 'WEBSITE_CLICKS_CPM_BILLING'), 400, 'INVALID_PARAMETER', 'feature_keys')

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
 import { accountFeatures, getAccount, requireAccount, type Account } from '../accounts'
+import { SHARE_OUTSIDE_BUSINESS_FEATURE } from '../campaigns/features'
 import { ADS_AUTH, actorOf, listOptions, paginate, Params, sendData } from '../conventions'
 import { withLock } from '../catalog/lock'
 import { type AudienceAccess, permissionRepo, type PermissionLevel, requireAudience, type Share, sharesKey, type StoredPermission } from './audiences'
@@ -16,7 +17,6 @@ import { type AudienceAccess, permissionRepo, type PermissionLevel, requireAudie
  * grantee's share entry at once, so canTarget() refuses new targeting.
  */
 
-export const SHARE_OUTSIDE_BUSINESS = 'SHARE_AUDIENCE_OUTSIDE_BUSINESS'
 export const MAX_FILTER_IDS = 200
 const LEVELS = ['READ_ONLY', 'READ_WRITE'] as const
 const ACCOUNT_ID = /^[0-9a-z]{1,32}$/
@@ -85,10 +85,10 @@ async function checkSharingAllowed(ctx: ServiceContext, owner: Account, grantedI
   const granted = await getAccount(ctx, grantedId)
   if (!granted || granted.deleted) throw new AdsError(400, { code: 'INVALID_PARAMETER', message: `Account ${grantedId} was not found`, parameter: 'granted_account_id' })
   const sameBusiness = owner.business_id !== null && owner.business_id === granted.business_id
-  if (!sameBusiness && !(await accountFeatures(ctx, owner.id)).has(SHARE_OUTSIDE_BUSINESS)) {
+  if (!sameBusiness && !(await accountFeatures(ctx, owner.id)).has(SHARE_OUTSIDE_BUSINESS_FEATURE)) {
     throw new AdsError(403, {
       code: 'ACTION_NOT_ALLOWED',
-      message: `Audiences can be shared only between accounts of the same business, unless the owning account has the ${SHARE_OUTSIDE_BUSINESS} feature`,
+      message: `Audiences can be shared only between accounts of the same business, unless the owning account has the ${SHARE_OUTSIDE_BUSINESS_FEATURE} feature`,
       parameter: 'granted_account_id'
     })
   }

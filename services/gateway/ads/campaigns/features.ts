@@ -3,9 +3,17 @@
  *
  *  - GET features reports only the beta features the public platform
  *    exposes there, and only when granted to the account.
- *  - The sandbox host can add and remove any key of the longer list.
- *  - ACCOUNT_HISTORY_ACCESS is this service's allowlist for the account
- *    history beta: only an operator grants it (POST /admin/ads/accounts/:id/features).
+ *  - GATED_FEATURES are the features the spec makes behaviour depend on:
+ *    PROMOTED_MEDIA_POLLS (polls with an image or a video),
+ *    SHARE_AUDIENCE_OUTSIDE_BUSINESS (audience permissions granted to an
+ *    account of another business) and ACCOUNT_HISTORY_ACCESS (this
+ *    service's allowlist of the account history beta).
+ *  - The operator grants any known key (POST /admin/ads/accounts/:id/features,
+ *    `make account ARGS="feature grant ..."`).
+ *  - The sandbox host adds and removes the spec's list plus the gated
+ *    features: the sandbox is a world of its own (its accounts are not
+ *    seen on the production host), so a key granted there unlocks nothing
+ *    in production, and a client can try every gated operation there.
  */
 
 export const REPORTED_FEATURES = ['REACH_AND_FREQUENCY_ANALYTICS', 'REACH_FREQUENCY_CAP', 'WEBSITE_CLICKS_CPM_BILLING'] as const
@@ -18,11 +26,21 @@ export const SANDBOX_FEATURES = [
   'VIDEO_VIEWS_MIDROLL_OBJECTIVE', 'PREROLL_VIEWS_OBJECTIVE', 'VIDEO_APP_DOWNLOAD_CARD'
 ] as const
 
+/** Polls with media (image or video) need it (beta). */
+export const MEDIA_POLLS_FEATURE = 'PROMOTED_MEDIA_POLLS'
+/** Sharing an audience with an account of another business needs it on the owning account. */
+export const SHARE_OUTSIDE_BUSINESS_FEATURE = 'SHARE_AUDIENCE_OUTSIDE_BUSINESS'
 /** The allowlist feature of the account history beta. */
 export const ACCOUNT_HISTORY_FEATURE = 'ACCOUNT_HISTORY_ACCESS'
 
-/** Every key an operator may grant: the sandbox list, the reported ones and the allowlists. */
-export const OPERATOR_FEATURES: readonly string[] = [...new Set<string>([...SANDBOX_FEATURES, ...REPORTED_FEATURES, ACCOUNT_HISTORY_FEATURE])].sort()
+/** Every feature some operation checks before it runs. */
+export const GATED_FEATURES = [MEDIA_POLLS_FEATURE, SHARE_OUTSIDE_BUSINESS_FEATURE, ACCOUNT_HISTORY_FEATURE] as const
+
+/** What the sandbox host's feature routes add and remove. */
+export const SANDBOX_GRANTABLE_FEATURES: readonly string[] = [...new Set<string>([...SANDBOX_FEATURES, ...GATED_FEATURES])]
+
+/** Every key an operator may grant: the sandbox list, the reported ones and the gated ones. */
+export const OPERATOR_FEATURES: readonly string[] = [...new Set<string>([...SANDBOX_FEATURES, ...REPORTED_FEATURES, ...GATED_FEATURES])].sort()
 
 export function sortedKeys(keys: Iterable<string>): string[] {
   return [...keys].sort()

@@ -16,7 +16,7 @@ import {
 } from '../accounts'
 import { actorOf, ADS_AUTH, Params, sendData, userIdOf } from '../conventions'
 import { commitEntityChanges, type EntityChangeInput } from '../entities'
-import { SANDBOX_FEATURES, sortedKeys } from './features'
+import { SANDBOX_GRANTABLE_FEATURES, sortedKeys } from './features'
 import { createDefaultFundingInstrument, registerSandboxFundingInstrumentRoutes } from './funding-instruments'
 
 /**
@@ -84,14 +84,14 @@ export async function registerSandboxRoutes(app: FastifyInstance, ctx: ServiceCo
 
   app.post<{ Params: { account_id: string } }>('/12/accounts/:account_id/features', { config: { auth: ADS_AUTH } }, async (request, reply) => {
     const account = await requireAccount(ctx, request, request.params.account_id)
-    const keys = Params.query(request).list('feature_keys', { required: true, max: SANDBOX_FEATURES.length, values: SANDBOX_FEATURES }) as string[]
+    const keys = Params.query(request).list('feature_keys', { required: true, max: SANDBOX_GRANTABLE_FEATURES.length, values: SANDBOX_GRANTABLE_FEATURES }) as string[]
     const granted = await grantFeatures(ctx, account.id, [...new Set(keys)])
     return sendData(request, reply, sortedKeys(granted), 'feature')
   })
 
   app.delete<{ Params: { account_id: string } }>('/12/accounts/:account_id/features', { config: { auth: ADS_AUTH } }, async (request, reply) => {
     const account = await requireAccount(ctx, request, request.params.account_id)
-    const keys = Params.query(request).list('feature_keys', { required: true, max: SANDBOX_FEATURES.length, values: SANDBOX_FEATURES }) as string[]
+    const keys = Params.query(request).list('feature_keys', { required: true, max: SANDBOX_GRANTABLE_FEATURES.length, values: SANDBOX_GRANTABLE_FEATURES }) as string[]
     // Removing a key the account does not have is not an error: the result is the same list.
     const current = await accountFeatures(ctx, account.id)
     const present = [...new Set(keys)].filter((k) => current.has(k))

@@ -4,6 +4,7 @@ import { Ads, AdsError } from '../../../common/errors'
 import { newNumericId } from '../../../common/ids'
 import { mediaUrl } from '../../media/records'
 import { accountFeatures, requireAccount } from '../accounts'
+import { MEDIA_POLLS_FEATURE } from '../campaigns/features'
 import { actorOf, ADS_AUTH, listOptions, paginate, Params, sendData } from '../conventions'
 import type { AdsEntity } from '../entities'
 import { clock, isoSeconds } from './clock'
@@ -39,7 +40,6 @@ export interface PollEntity extends AdsEntity {
 
 export const POLL_DURATION = { min: 5, max: 10080 } as const
 const CHOICE_MAX = 25
-export const MEDIA_POLLS_FEATURE = 'PROMOTED_MEDIA_POLLS'
 
 /** Open until end_time, closed from then on. */
 export function votingStatus(poll: Pick<PollEntity, 'end_time'>, nowMs: number): VotingStatus {
