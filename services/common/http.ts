@@ -26,6 +26,7 @@ import { redactUrl } from './logger'
 import { registerRateLimits } from './ratelimit'
 import { targetPath } from './request-target'
 import { isStoreUnavailable } from './store/unavailable'
+import { registerJsonBodies } from './body'
 import type { HttpPart } from './schemas'
 
 /**
@@ -444,6 +445,8 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
       done(Object.assign(new Error(`Request body is not valid form encoding: ${detail}.`), { statusCode: 400, code: INVALID_FORM_BODY }), undefined)
     }
   })
+
+  registerJsonBodies(app)
 
   // JSON and NDJSON bodies are measured while they stream in: too deep is refused before parsing.
   app.addHook('preParsing', guardJsonDepth)
