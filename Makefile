@@ -55,7 +55,7 @@ test-only: ## run the tap suite (real Redis and Kafka mock cluster started by te
 bench: build deps-system ## run every benchmark; writes bench/RESULTS.md
 	@bash scripts/run-bench.sh
 
-up: build deps-system ## distributed on this machine: Redis, Kafka mock cluster, one process per service
+up: build deps-system ## distributed on this machine: Redis, Kafka mock cluster, one process per instance [ACTIVITY=2 WEBHOOKS=1 STREAM=2 GATEWAY=1 ACCOUNT_HISTORY=1]
 	@$(NODE) dist/scripts/up.js up
 
 down: ## stop exactly the processes `make up` started

@@ -9,7 +9,8 @@ import { loadRoutes, servicesOf, upstreamEnvName } from './proxy'
 /**
  * `make up` / `make down` / `make status`: the distributed system on this
  * machine. A Redis, the Kafka mock cluster (3 brokers, topics of
- * deploy/topics.json), one process per service instance and the reverse
+ * deploy/topics.json), one process per service instance (counts from
+ * ACTIVITY, WEBHOOKS, STREAM, GATEWAY, ACCOUNT_HISTORY) and the reverse
  * proxy on PORT (default 8080) that routes path families per
  * deploy/routes.json. Everything started is recorded in RUN_DIR/state.json
  * (default .run/) the moment it starts, so `down` stops exactly those
@@ -18,7 +19,7 @@ import { loadRoutes, servicesOf, upstreamEnvName } from './proxy'
  *   node dist/scripts/up.js up | down | status
  */
 
-/** The service processes of `make up`: two matchers and two stream nodes show scaling out. */
+/** The service processes of `make up` by default: two matchers and two stream nodes show scaling out. */
 export const LOCAL_SERVICES: ReadonlyArray<{ name: string; instances: number }> = [
   { name: 'gateway', instances: 1 },
   { name: 'webhooks', instances: 1 },
@@ -26,6 +27,28 @@ export const LOCAL_SERVICES: ReadonlyArray<{ name: string; instances: number }> 
   { name: 'stream', instances: 2 },
   { name: 'account-history', instances: 1 }
 ]
+
+/** The environment variable giving a service's instance count: ACTIVITY=3, ACCOUNT_HISTORY=2. */
+export function instancesEnvName(service: string): string {
+  return service.toUpperCase().replace(/-/g, '_')
+}
+
+/**
+ * Instances per service: LOCAL_SERVICES, each overridden by its count
+ * variable (`make up ACTIVITY=3 STREAM=1`); 0 leaves a service out. The
+ * instances of a service share its consumer groups, so the count is how
+ * far a service is scaled out.
+ */
+export function instanceCounts(env: NodeJS.ProcessEnv = process.env): Array<{ name: string; instances: number }> {
+  return LOCAL_SERVICES.map(({ name, instances }) => {
+    const variable = instancesEnvName(name)
+    const raw = env[variable]
+    if (raw === undefined || raw.trim() === '') return { name, instances }
+    const n = Number(raw)
+    if (!Number.isInteger(n) || n < 0 || n > 16) throw new Error(`${variable} must be an instance count from 0 to 16, got "${raw}"`)
+    return { name, instances: n }
+  })
+}
 
 /**
  * A stream node's identity (STREAM_NODE_ID): its consumer group on
@@ -36,6 +59,43 @@ export const LOCAL_SERVICES: ReadonlyArray<{ name: string; instances: number }> 
  */
 export function streamNodeEnv(service: string, instance: string): Record<string, string> {
   return service === 'stream' ? { STREAM_NODE_ID: instance } : {}
+}
+
+/** What `up` decides for one service instance; everything else comes from the operator's environment. */
+export interface InstanceSettings {
+  service: string
+  instance: string
+  port: number
+  sandboxPort: number
+  kafkaBrokers: string[]
+  redisUrl: string
+  operatorToken: string
+  dataDir: string
+}
+
+/**
+ * The environment of one service instance: the operator's whole environment
+ * (every configuration variable, e.g. `make up KAFKA_FETCH_MAX_WAIT=50ms`,
+ * reaches every process), then what `up` owns: loopback address, ports,
+ * the local Redis and Kafka, the shared operator token, a data directory per
+ * instance and the stream node identity. A session timeout of 10 s unless
+ * set: a killed member's partitions move within it.
+ */
+export function serviceEnv(base: NodeJS.ProcessEnv, s: InstanceSettings): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(base)) if (v !== undefined) env[k] = v
+  return {
+    ...env,
+    ...streamNodeEnv(s.service, s.instance),
+    HOST: '127.0.0.1',
+    PORT: String(s.port),
+    SANDBOX_PORT: String(s.sandboxPort),
+    KAFKA_BROKERS: s.kafkaBrokers.join(','),
+    REDIS_URL: s.redisUrl,
+    OPERATOR_TOKEN: s.operatorToken,
+    KAFKA_SESSION_TIMEOUT: base.KAFKA_SESSION_TIMEOUT ?? '10s',
+    DATA_DIR: s.dataDir
+  }
 }
 
 /**
@@ -54,14 +114,15 @@ export function printedPorts(text: string): { port?: number; sandboxPort?: numbe
   return { ...(port ? { port: Number(port) } : {}), ...(sandboxPort ? { sandboxPort: Number(sandboxPort) } : {}) }
 }
 
-/** UP_SERVICES=gateway,webhooks starts a subset (default: all of LOCAL_SERVICES). */
-function selectedServices(): ReadonlyArray<{ name: string; instances: number }> {
-  const raw = process.env.UP_SERVICES ?? ''
-  if (raw.trim() === '') return LOCAL_SERVICES
+/** UP_SERVICES=gateway,webhooks starts a subset (default: every service with at least one instance). */
+export function selectedServices(env: NodeJS.ProcessEnv = process.env): ReadonlyArray<{ name: string; instances: number }> {
+  const counts = instanceCounts(env)
+  const raw = env.UP_SERVICES ?? ''
+  if (raw.trim() === '') return counts.filter((s) => s.instances > 0)
   const wanted = raw.split(',').map((s) => s.trim()).filter((s) => s !== '')
   const unknown = wanted.filter((w) => !LOCAL_SERVICES.some((s) => s.name === w))
   if (unknown.length > 0) throw new Error(`UP_SERVICES names unknown service(s): ${unknown.join(', ')} (known: ${LOCAL_SERVICES.map((s) => s.name).join(', ')})`)
-  return LOCAL_SERVICES.filter((s) => wanted.includes(s.name))
+  return counts.filter((s) => wanted.includes(s.name) && s.instances > 0)
 }
 
 export interface ProcessRecord {
@@ -266,19 +327,8 @@ async function up(): Promise<number> {
           cwd: root,
           detached: true,
           stdio: ['ignore', log.fd, log.fd],
-          env: {
-            ...process.env,
-            ...streamNodeEnv(name, instance),
-            HOST: '127.0.0.1',
-            // Port 0: the kernel picks a free port and the service prints it (read below).
-            PORT: '0',
-            SANDBOX_PORT: '0',
-            KAFKA_BROKERS: kafka.bootstrap.join(','),
-            REDIS_URL: state.redisUrl,
-            OPERATOR_TOKEN: token,
-            KAFKA_SESSION_TIMEOUT: process.env.KAFKA_SESSION_TIMEOUT ?? '10s',
-            DATA_DIR: path.join(runDir, 'data', instance)
-          }
+          // Port 0: the kernel picks a free port and the service prints it (read below).
+          env: serviceEnv(process.env, { service: name, instance, port: 0, sandboxPort: 0, kafkaBrokers: kafka.bootstrap, redisUrl: state.redisUrl, operatorToken: token, dataDir: path.join(runDir, 'data', instance) })
         })
         child.unref()
         fs.closeSync(log.fd)

@@ -3,6 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { projectRoot } from '../../services/common/bus/topics'
+import { instanceCounts, selectedServices, serviceEnv } from '../../scripts/up'
 import { tempDir } from '../support/util'
 
 /**
@@ -46,6 +47,27 @@ function gone(pid: number): boolean {
   }
 }
 
+t.test('instance counts come from ACTIVITY, WEBHOOKS, STREAM, GATEWAY, ACCOUNT_HISTORY', async (t) => {
+  const defaults = Object.fromEntries(instanceCounts({}).map((s) => [s.name, s.instances]))
+  t.same(defaults, { gateway: 1, webhooks: 1, activity: 2, stream: 2, 'account-history': 1 })
+  const scaled = Object.fromEntries(instanceCounts({ ACTIVITY: '3', WEBHOOKS: '2', STREAM: '1', GATEWAY: '2', ACCOUNT_HISTORY: '0' }).map((s) => [s.name, s.instances]))
+  t.same(scaled, { gateway: 2, webhooks: 2, activity: 3, stream: 1, 'account-history': 0 })
+  t.same(selectedServices({ ACCOUNT_HISTORY: '0', UP_SERVICES: 'gateway,account-history' }).map((s) => s.name), ['gateway'], 'a count of 0 leaves a service out')
+  t.throws(() => instanceCounts({ STREAM: 'two' }), /STREAM must be an instance count from 0 to 16, got "two"/)
+  t.throws(() => instanceCounts({ ACTIVITY: '-1' }), /ACTIVITY must be an instance count/)
+})
+
+t.test('each instance gets the operator environment plus what up owns', async (t) => {
+  const settings = { port: 9001, sandboxPort: 9002, kafkaBrokers: ['127.0.0.1:1', '127.0.0.1:2'], redisUrl: 'redis://127.0.0.1:3', operatorToken: 'tok', dataDir: '/run/data/stream-2' }
+  const env = serviceEnv({ KAFKA_FETCH_MAX_WAIT: '20ms', LOG_LEVEL: 'debug', PORT: '8080', REDIS_URL: 'redis://elsewhere' }, { ...settings, service: 'stream', instance: 'stream-2' })
+  t.equal(env.KAFKA_FETCH_MAX_WAIT, '20ms', 'configuration variables pass through')
+  t.equal(env.LOG_LEVEL, 'debug')
+  t.match(env, { STREAM_NODE_ID: 'stream-2', PORT: '9001', SANDBOX_PORT: '9002', HOST: '127.0.0.1', KAFKA_BROKERS: '127.0.0.1:1,127.0.0.1:2', REDIS_URL: 'redis://127.0.0.1:3', OPERATOR_TOKEN: 'tok', DATA_DIR: '/run/data/stream-2', KAFKA_SESSION_TIMEOUT: '10s' })
+  const other = serviceEnv({ KAFKA_SESSION_TIMEOUT: '4s' }, { ...settings, service: 'activity', instance: 'activity-1' })
+  t.equal(other.STREAM_NODE_ID, undefined, 'only stream nodes get a node identity')
+  t.equal(other.KAFKA_SESSION_TIMEOUT, '4s')
+})
+
 t.test('up refuses an unknown service name before starting anything', async (t) => {
   if (!fs.existsSync(upJs)) {
     t.fail('dist/scripts/up.js is missing')
@@ -73,7 +95,11 @@ t.test('make up runs every service as its own process; make down stops exactly t
     SANDBOX_PORT: '0',
     LOG_LEVEL: 'warn',
     OPERATOR_TOKEN: token,
-    UP_WAIT_MS: '30000'
+    UP_WAIT_MS: '30000',
+    // Scaled differently from the defaults: counts come from these variables.
+    ACTIVITY: '1',
+    WEBHOOKS: '2',
+    KAFKA_FETCH_MAX_WAIT: '123ms'
   }
   const stateFile = path.join(runDir, 'state.json')
   let pids: number[] = []
@@ -95,9 +121,13 @@ t.test('make up runs every service as its own process; make down stops exactly t
   // Every service, built or not: a service missing from dist/ is a failure here, not a smaller system.
   t.same(
     services.map((p) => p.name).sort(),
-    ['account-history', 'activity-1', 'activity-2', 'gateway', 'stream-1', 'stream-2', 'webhooks'],
-    'every service runs: two matchers, two stream nodes, one of each other service'
+    ['account-history', 'activity', 'gateway', 'stream-1', 'stream-2', 'webhooks-1', 'webhooks-2'],
+    'every service runs: ACTIVITY=1, WEBHOOKS=2, two stream nodes by default, one of each other service'
   )
+  for (const p of services) {
+    const environ = fs.readFileSync(`/proc/${p.pid}/environ`, 'utf8').split('\0')
+    t.ok(environ.includes('KAFKA_FETCH_MAX_WAIT=123ms'), `${p.name} got KAFKA_FETCH_MAX_WAIT from the operator's environment`)
+  }
   t.equal(new Set(state.processes.map((p) => p.pid)).size, state.processes.length, 'every instance is its own process')
   t.ok(services.every((p) => typeof p.port === 'number' && p.port > 0), 'each service reported the port it listens on')
 
