@@ -1,6 +1,6 @@
 import type { BusMessage } from '../common/bus/types'
 import type { Store } from '../common/store/types'
-import type { EntityChange } from '../gateway/ads/entities'
+import type { EntityChange } from '../common/ads/entity-changes'
 
 /**
  * The account-history keyspace. One entry per entity change, indexed per

@@ -1,9 +1,10 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../common/context'
 import { Ads } from '../common/errors'
-import { accountFeatures, requireAccount } from '../gateway/ads/accounts'
-import { ADS_AUTH, Params, sendData } from '../gateway/ads/conventions'
-import { ACCOUNT_HISTORY_FEATURE } from '../gateway/ads/campaigns/features'
+import { accountFeatures, requireAccount } from '../common/ads/accounts'
+import { ADS_AUTH, sendData } from '../common/ads/conventions'
+import { Params } from '../common/ads/params'
+import { ACCOUNT_HISTORY_FEATURE } from '../common/ads/features'
 import { type HistoryEntry, queryEntries, type TopicPosition } from './history'
 
 /**

@@ -3,7 +3,7 @@ import { type BusMessage, TOPICS } from '../common/bus/types'
 import type { ServiceContext } from '../common/context'
 import { describeErrors } from '../common/schemas'
 import type { Worker } from '../common/service'
-import type { EntityChange } from '../gateway/ads/entities'
+import type { EntityChange } from '../common/ads/entity-changes'
 import { entryFromMessage, recordEntry } from './history'
 
 /**

@@ -1,33 +1,15 @@
 import { createHash } from 'node:crypto'
 import type { ActivityEvent } from './matching'
-import type { Subscription, SubscriptionFilter } from './subscriptions'
+import type { Subscription } from './subscriptions'
+import type { Delivery, Envelope } from '../common/bus/deliveries'
 
 /**
- * A delivery: one event matched by one subscription, published on
- * `activity.deliveries` (key: app_id; schemas/events/activity.deliveries.json).
- * Its envelope is what the stream and the webhook send, byte for byte
- * (JSON.stringify of `envelope`), with the field order of platform-facts §5.
+ * Deliveries: one event matched by one subscription, published on
+ * `activity.deliveries`. The message (Delivery) is a contract with the
+ * stream and webhooks services and lives in services/common/bus/deliveries.ts.
  */
 
-export interface Envelope {
-  data: {
-    event_uuid: string
-    filter: SubscriptionFilter
-    event_type: string
-    tag?: string
-    payload: Record<string, unknown>
-    includes: Record<string, unknown>
-  }
-}
-
-export interface Delivery {
-  delivery_id: string
-  app_id: string
-  subscription_id: string
-  webhook_id?: string
-  created_at: string
-  envelope: Envelope
-}
+export type { Delivery, Envelope } from '../common/bus/deliveries'
 
 /**
  * A name-based UUID (RFC 4122 version 5 layout over SHA-256) of the match, so

@@ -1,5 +1,5 @@
 import client from 'prom-client'
-import type { Delivery } from '../activity/deliveries'
+import type { Delivery } from '../common/bus/deliveries'
 import { TOPICS } from '../common/bus/types'
 import type { BusMessage, Consumer } from '../common/bus/types'
 import type { ServiceContext } from '../common/context'

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { run as runAccounts } from '../../services/cli/accounts'
 import type { Account } from '../../services/gateway/ads/accounts'
-import { GATED_FEATURES } from '../../services/gateway/ads/campaigns/features'
+import { GATED_FEATURES } from '../../services/common/ads/features'
 import { bearerRequest, createIdentity, oauth1Request, type TestIdentity, type TestResponse } from '../helper'
 import { adsFixture, expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
 import { createAdsIdentity } from './helper'

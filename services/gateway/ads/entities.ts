@@ -7,7 +7,7 @@ import { type OutboxMessage, outboxOf } from '../outbox'
 import { nowIso } from './accounts'
 import { withLock } from './catalog/lock'
 import type { Actor } from './conventions'
-import type { EventsAdsEntityChanges } from '../../common/generated/schema-types'
+import type { ChangeType, EntityChange, EntityChangeInput } from '../../common/ads/entity-changes'
 
 /**
  * Store-backed repository of one kind of advertising entity, scoped by
@@ -35,16 +35,7 @@ export interface AdsEntity {
   deleted: boolean
 }
 
-export type ChangeType = 'CREATE' | 'UPDATE' | 'DELETE'
-
-/** The `ads.entity-changes` event, typed from schemas/events/ads.entity-changes.json. */
-export type EntityChange = Omit<EventsAdsEntityChanges, 'entity_data' | 'changes'> & {
-  changes: Record<string, { old: unknown; new: unknown }>
-  entity_data: Record<string, unknown>
-}
-
-/** An entity change before it gets its id and time. */
-export type EntityChangeInput = Omit<EntityChange, 'change_id' | 'changed_at'> & { changed_at?: string }
+export type { ChangeType, EntityChange, EntityChangeInput } from '../../common/ads/entity-changes'
 
 export type NewFields<T extends AdsEntity> = Omit<T, keyof AdsEntity> & Partial<Pick<T, 'id'>>
 

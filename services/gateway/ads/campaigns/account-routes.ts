@@ -5,7 +5,7 @@ import { type Account, AccountKeys, accountFeatures, INDUSTRY_TYPES, listAccount
 import { type Actor, actorOf, ADS_AUTH, listOptions, paginate, Params, sendData, userIdOf } from '../conventions'
 import { commitEntityChanges, diffFields } from '../entities'
 import { accountApps } from './account-apps'
-import { REPORTED_FEATURES, sortedKeys } from './features'
+import { REPORTED_FEATURES, sortedKeys } from '../../../common/ads/features'
 import { filterByIds, matchesNamePrefix, pageExtras } from './lists'
 import { advertiserBusinessCategories } from './reference-data'
 

@@ -6,7 +6,7 @@ import { AuthKeys, type User } from '../../../common/auth/records'
 import { accountFeatures, createAccount, getAccount, grantFeatures, publicAccount, revokeFeatures } from '../accounts'
 import type { Actor } from '../conventions'
 import { addAccountApp, OS_TYPES, type OsType, validAppStoreIdentifier } from './account-apps'
-import { OPERATOR_FEATURES, sortedKeys } from './features'
+import { OPERATOR_FEATURES, sortedKeys } from '../../../common/ads/features'
 import { createDefaultFundingInstrument } from './funding-instruments'
 
 /**

@@ -16,7 +16,7 @@ import {
 } from '../accounts'
 import { actorOf, ADS_AUTH, Params, sendData, userIdOf } from '../conventions'
 import { commitEntityChanges, type EntityChangeInput } from '../entities'
-import { SANDBOX_GRANTABLE_FEATURES, sortedKeys } from './features'
+import { SANDBOX_GRANTABLE_FEATURES, sortedKeys } from '../../../common/ads/features'
 import { createDefaultFundingInstrument, registerSandboxFundingInstrumentRoutes } from './funding-instruments'
 
 /**
