@@ -5,6 +5,7 @@ import t, { type Test } from 'tap'
 import { MemoryBus } from '../../services/common/bus/memory'
 import { partitionFor } from '../../services/common/bus/partitioner'
 import type { Bus, BusMessage } from '../../services/common/bus/types'
+import { StoreUnavailableError } from '../../services/common/store/unavailable'
 import { EventValidationError, ValidatingBus } from '../../services/common/bus/validating'
 import { loadConfig } from '../../services/common/config'
 import { createBus } from '../../services/common/context'
@@ -285,6 +286,116 @@ function contract(suite: Test, driver: Driver): void {
     t.same(rec.seen.map((m) => (m.value as { i: number }).i), [4, 5, 6, 7, 8, 9, 10], 'exactly the uncommitted messages, in order, then the new one')
   })
 
+  suite.test('a batch handler gets one partition at a time, in order per key, at most maxBatch messages per call', async (t) => {
+    const bus = await driver.bus(t, 'batch')
+    const topic = await driver.topic('batch')
+    const batches: BusMessage[][] = []
+    await bus.subscribe({ groupId: unique('g-batch'), topics: [topic], maxBatch: 25, batchHandler: async (ms) => void batches.push(ms) })
+    const keys = Array.from({ length: 8 }, (_, i) => `user-${i}`)
+    await bus.publishMany(topic, Array.from({ length: 400 }, (_, i) => ({ key: keys[i % keys.length] as string, value: { i } })))
+    await eventually(() => batches.flat().length >= 400, 15_000)
+    const seen = batches.flat()
+    t.equal(seen.length, 400, 'each message once')
+    t.ok(batches.every((b) => b.length >= 1 && b.length <= 25), `batch sizes within 1..25 (${Math.min(...batches.map((b) => b.length))}..${Math.max(...batches.map((b) => b.length))})`)
+    t.ok(batches.every((b) => b.every((m) => m.partition === b[0]?.partition && m.topic === topic)), 'a batch holds one partition')
+    t.ok(batches.some((b) => b.length > 1), 'messages arrive several at a time')
+    for (const k of keys) {
+      const order = seen.filter((m) => m.key === k).map((m) => (m.value as { i: number }).i)
+      t.same(order, [...order].sort((a, b) => a - b), `${k}: in publish order`)
+    }
+  })
+
+  suite.test('a batch handler that reports a durable prefix has it committed; the rest comes again from the first undone message', async (t) => {
+    const open = driver.durable(t, 'prefix')
+    const topic = await driver.topic('prefix')
+    const group = unique('g-prefix')
+    const first = await open()
+    const calls: number[][] = []
+    const consumer = await first.subscribe({
+      groupId: group,
+      topics: [topic],
+      batchHandler: async (ms) => {
+        const values = ms.map((m) => (m.value as { i: number }).i)
+        calls.push(values)
+        // 0..3 are durable; 4 is not, whatever is retried.
+        const done = values.filter((i) => i < 4).length
+        return done === ms.length ? undefined : { done, error: new Error('effect of 4 not durable') }
+      }
+    })
+    await first.publishMany(topic, Array.from({ length: 10 }, (_, i) => ({ key: 'k', value: { i } })))
+    await eventually(() => calls.filter((c) => c[0] === 4).length >= 2, 15_000)
+    t.ok(calls.slice(calls.findIndex((c) => c.includes(4)) + 1).every((c) => c[0] === 4), 'after the failure every call starts at the first undone message')
+    await consumer.close()
+    await first.close()
+
+    const second = await open()
+    const rec = recorder()
+    await second.subscribe({ groupId: group, topics: [topic], batchHandler: async (ms) => void rec.seen.push(...ms) })
+    await eventually(() => rec.seen.length >= 6, 20_000)
+    await new Promise((r) => setTimeout(r, 200))
+    t.same(rec.seen.map((m) => (m.value as { i: number }).i), [4, 5, 6, 7, 8, 9], 'the committed prefix is not delivered again; everything after it is')
+  })
+
+  suite.test('a message that always fails goes to the dead-letter topic after its attempts; its partition moves on', async (t) => {
+    const bus = await driver.bus(t, 'poison')
+    const topic = await driver.topic('poison')
+    const deadLetters = await driver.topic('poison-dl')
+    const group = unique('g-poison')
+    const handled: number[] = []
+    let poisonAttempts = 0
+    await bus.subscribe({
+      groupId: group,
+      topics: [topic],
+      maxAttempts: 3,
+      deadLetterTopic: deadLetters,
+      handler: async (m) => {
+        const v = m.value as { i: number; poison?: boolean }
+        if (v.poison) {
+          poisonAttempts++
+          throw new TypeError('cannot read the payload')
+        }
+        handled.push(v.i)
+      }
+    })
+    const dead = recorder()
+    await bus.subscribe({ groupId: unique('g-dl-reader'), topics: [deadLetters], handler: dead.handler })
+    await bus.publishMany(topic, [0, 1, 2, 3].map((i) => ({ key: 'same', value: i === 1 ? { i, poison: true } : { i } })))
+    await eventually(() => handled.length === 3 && dead.seen.length === 1, 20_000)
+    t.same(handled, [0, 2, 3], 'the messages behind the poison one were handled, in order')
+    t.equal(poisonAttempts, 3, 'the poison message was tried maxAttempts times')
+    const record = dead.seen[0]?.value as Record<string, unknown>
+    t.match(record, { group, topic, key: 'same', value: { i: 1, poison: true }, error: 'cannot read the payload', attempts: 3 }, 'the dead letter says what, where and why')
+    t.equal(dead.seen[0]?.key, 'same', 'keyed like the original')
+  })
+
+  suite.test('an outage (store unreachable) is waited out: it never dead-letters', async (t) => {
+    const bus = await driver.bus(t, 'outage-dl')
+    const topic = await driver.topic('outage-dl')
+    const deadLetters = await driver.topic('outage-dl-dl')
+    let failures = 0
+    const rec = recorder()
+    await bus.subscribe({
+      groupId: unique('g-outage-dl'),
+      topics: [topic],
+      maxAttempts: 2,
+      deadLetterTopic: deadLetters,
+      batchHandler: async (ms) => {
+        if (failures < 5) {
+          failures++
+          return { done: 0, error: new Error('could not write', { cause: new StoreUnavailableError('redis unavailable (reconnecting)') }) }
+        }
+        rec.seen.push(...ms)
+      }
+    })
+    const dead = recorder()
+    await bus.subscribe({ groupId: unique('g-outage-dl-reader'), topics: [deadLetters], handler: dead.handler })
+    await bus.publish(topic, 'k', { i: 0 })
+    await eventually(() => rec.seen.length === 1, 20_000)
+    await new Promise((r) => setTimeout(r, 200))
+    t.equal(failures, 5, 'failed more often than maxAttempts')
+    t.same(dead.seen, [], 'nothing was dead-lettered')
+  })
+
   suite.test('a schema-invalid event is refused at publish with the reason', async (t) => {
     const d = driver
     const topic = await d.topic('schema')
@@ -356,6 +467,39 @@ t.test('memory bus', async (t) => {
     await eventually(() => rec.seen.length >= 7, 15_000)
     t.same(rec.seen.map((m) => (m.value as { i: number }).i), [4, 5, 6, 7, 8, 9, 10], 'nothing accepted was lost, nothing committed came back')
     t.same(rec.seen.map((m) => m.offset), ['4', '5', '6', '7', '8', '9', '10'], 'offsets continue where they were')
+  })
+
+  t.test('killed mid-batch (kill -9): the whole uncommitted batch is delivered after the restart', async (t) => {
+    const dir = tempDir(t, 'gw-bus-crash-batch-')
+    const topic = unique('crash-batch')
+    const script = `
+      const { MemoryBus } = require(${JSON.stringify(path.join(__dirname, '..', '..', 'services', 'common', 'bus', 'memory.ts'))})
+      const bus = new MemoryBus(${PARTITIONS}, undefined, { dir: ${JSON.stringify(dir)} })
+      setInterval(() => undefined, 1000)
+      ;(async () => {
+        await bus.publishMany(${JSON.stringify(topic)}, Array.from({ length: 20 }, (_, i) => ({ key: 'k', value: { i } })))
+        await bus.subscribe({ groupId: 'g', topics: [${JSON.stringify(topic)}], batchHandler: async (ms) => {
+          process.stdout.write('stuck ' + ms.length + '\\n')
+          await new Promise(() => undefined)
+        } })
+      })()
+    `
+    const child = spawn(process.execPath, ['--import=tsx', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+    t.teardown(() => {
+      child.kill('SIGKILL')
+    })
+    let out = ''
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()))
+    const exited = new Promise((r) => child.once('exit', r))
+    await eventually(() => out.includes('stuck 20'), 30_000)
+    child.kill('SIGKILL')
+    await exited
+    const bus = new MemoryBus(PARTITIONS, createLogger('silent', 'memory-bus'), { dir })
+    t.teardown(() => bus.close())
+    const rec = recorder()
+    await bus.subscribe({ groupId: 'g', topics: [topic], batchHandler: async (ms) => void rec.seen.push(...ms) })
+    await eventually(() => rec.seen.length >= 20, 15_000)
+    t.same(rec.seen.map((m) => (m.value as { i: number }).i), [...Array(20).keys()], 'the batch the dead process held comes again, whole and in order')
   })
 
   t.test('a topic no group reads stays bounded, in memory and on disk', async (t) => {
@@ -477,6 +621,20 @@ t.test('kafka bus (mock cluster)', { jobs: 11 }, async (t) => {
     await bus.subscribe({ groupId: group, topics: [topic], handler: rec.handler })
     await eventually(() => rec.seen.length === 1, 20_000)
     t.same(rec.seen[0]?.value, { n: 7 }, 'redelivered after the dead member’s session expired')
+  })
+
+  t.test('a member killed mid-batch (no commit, no leave) has the whole batch redelivered, in order', async (t) => {
+    const topic = await d.topic('crash-batch')
+    const group = unique('g-crash-batch')
+    const { child, output } = await startStuckConsumer(t, kafka.brokers, topic, group, ['batch'])
+    const bus = await d.bus(t, 'crash-batch-publisher')
+    await bus.publishMany(topic, Array.from({ length: 30 }, (_, n) => ({ key: 'k', value: { n } })))
+    await eventually(() => /got batch \d+/.test(output()), 20_000)
+    child.kill('SIGKILL')
+    const rec = recorder()
+    await bus.subscribe({ groupId: group, topics: [topic], batchHandler: async (ms) => void rec.seen.push(...ms) })
+    await eventually(() => rec.seen.length >= 30, 20_000)
+    t.same(rec.seen.map((m) => (m.value as { n: number }).n), [...Array(30).keys()], 'every message of the batch once more, in order')
   })
 
   t.test('inside a long batch, handled offsets are committed about every second: a crash repeats only the rest', async (t) => {

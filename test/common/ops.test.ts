@@ -101,7 +101,7 @@ t.test('topics: a cluster without the topics is reported, and the mock refuses -
   const listing = io(t, { KAFKA_BROKERS: kafka.brokers.join(',') })
   t.equal(await runTopics([], listing), 1)
   t.match(listing.lines.join('\n'), /activity\.deliveries\s+6\s+3 d\s+app_id\s+MISSING/)
-  t.match(listing.lines.join('\n'), /4 topic\(s\) missing or mis-sized: `topics --create` creates missing ones/)
+  t.match(listing.lines.join('\n'), /5 topic\(s\) missing or mis-sized: `topics --create` creates missing ones/)
   const creating = io(t, { KAFKA_BROKERS: kafka.brokers.join(',') })
   t.equal(await runTopics(['--create'], creating), 1, 'CreateTopics is not implemented by the mock cluster')
   t.match(creating.errors.join('\n'), /^cannot create activity\.events, activity\.deliveries/)

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import { BusJournal, encodeMessage, type Commit, type StoredPartition } from './journal'
 import { partitionFor } from './partitioner'
+import { MemoryConsumer, type ConsumerHost, type Group } from './memory-consumer'
 import { loadTopics } from './topics'
 import type { Bus, BusMessage, Consumer, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
 
@@ -27,15 +28,6 @@ interface Partition {
   waiters: Set<() => void>
 }
 
-interface Group {
-  id: string
-  members: MemoryConsumer[]
-  committed: Map<string, number>
-  generation: number
-}
-
-const RETRY_MIN_MS = 50
-const RETRY_MAX_MS = 5000
 /** Retention of a topic deploy/topics.json does not list (the replay window). */
 const DEFAULT_RETENTION_MS = 24 * 3_600_000
 const DEFAULT_MAX_UNREAD = 50_000
@@ -63,7 +55,7 @@ function declaredRetentions(): Map<string, number> {
   }
 }
 
-export class MemoryBus implements Bus, LagSource {
+export class MemoryBus implements Bus, LagSource, ConsumerHost {
   readonly kind = 'memory' as const
   private topics = new Map<string, Partition[]>()
   private groups = new Map<string, Group>()
@@ -198,13 +190,13 @@ export class MemoryBus implements Bus, LagSource {
     this.rebalance(group)
   }
 
-  /** The next message at or after `offset`, waiting until one is published or `signal` fires. */
-  async next(topic: string, partition: number, offset: number, stop: { stopped: boolean; wake?: () => void }): Promise<BusMessage | undefined> {
+  /** Up to `max` messages from `offset` on, waiting until one is published or `stop` fires (then []). */
+  async next(topic: string, partition: number, offset: number, max: number, stop: { stopped: boolean; wake?: () => void }): Promise<BusMessage[]> {
     const part = this.topic(topic)[partition] as Partition
     for (;;) {
-      if (stop.stopped || this.closed) return undefined
-      const index = offset - part.base
-      if (index < part.messages.length) return part.messages[Math.max(0, index)]
+      if (stop.stopped || this.closed) return []
+      const index = Math.max(0, offset - part.base)
+      if (index < part.messages.length) return part.messages.slice(index, index + max)
       await new Promise<void>((resolve) => {
         part.waiters.add(resolve)
         stop.wake = () => {
@@ -337,92 +329,5 @@ export class MemoryBus implements Bus, LagSource {
     clearInterval(this.sweepTimer)
     this.journal?.close()
     for (const parts of this.topics.values()) for (const part of parts) for (const w of part.waiters) w()
-  }
-}
-
-interface WorkerState {
-  stopped: boolean
-  generation: number
-  wake?: () => void
-}
-
-class MemoryConsumer implements Consumer {
-  private workers = new Map<string, { state: WorkerState; done: Promise<void> }>()
-  private closing: Promise<void> | undefined
-
-  constructor(
-    private readonly bus: MemoryBus,
-    private readonly group: Group,
-    readonly options: SubscribeOptions,
-    private readonly log?: Logger
-  ) {}
-
-  get groupId(): string {
-    return this.group.id
-  }
-
-  /** Stops workers of partitions no longer ours, re-binds survivors to the new generation, starts new ones. */
-  assign(partitions: Array<[string, number]>, generation: number): void {
-    const wanted = new Set(partitions.map(([t, p]) => `${t}:${p}`))
-    for (const [k, w] of this.workers) {
-      if (wanted.has(k)) {
-        w.state.generation = generation
-        wanted.delete(k)
-      } else {
-        w.state.stopped = true
-        w.state.wake?.()
-        this.workers.delete(k)
-      }
-    }
-    for (const k of wanted) {
-      const i = k.lastIndexOf(':')
-      const topic = k.slice(0, i)
-      const partition = Number(k.slice(i + 1))
-      const state: WorkerState = { stopped: false, generation }
-      this.workers.set(k, { state, done: this.run(topic, partition, state) })
-    }
-  }
-
-  private async run(topic: string, partition: number, state: WorkerState): Promise<void> {
-    // Let a previous owner's in-flight commit land before reading the position.
-    await new Promise((r) => setImmediate(r))
-    let delay = RETRY_MIN_MS
-    while (!state.stopped) {
-      const position = this.bus.committedOffset(this.group.id, topic, partition) ?? 0
-      const message = await this.bus.next(topic, partition, position, state)
-      if (!message || state.stopped) return
-      try {
-        await this.options.handler(message)
-        delay = RETRY_MIN_MS
-        if (!this.bus.commit(this.group, state.generation, topic, partition, Number(message.offset) + 1)) return
-      } catch (err) {
-        this.log?.warn({ err, topic, partition, offset: message.offset, group: this.group.id }, 'handler failed; message will be redelivered')
-        // The backoff ends early when the consumer closes or loses the partition.
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, delay)
-          state.wake = () => {
-            clearTimeout(timer)
-            resolve()
-          }
-        })
-        delay = Math.min(delay * 2, RETRY_MAX_MS)
-      }
-    }
-  }
-
-  async close(): Promise<void> {
-    if (!this.closing) {
-      this.closing = (async () => {
-        const running = [...this.workers.values()]
-        for (const w of running) {
-          w.state.stopped = true
-          w.state.wake?.()
-        }
-        this.workers.clear()
-        await Promise.all(running.map((w) => w.done))
-        this.bus.leave(this.group, this)
-      })()
-    }
-    return this.closing
   }
 }

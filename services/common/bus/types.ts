@@ -7,7 +7,16 @@
  *    rebalances when one joins or leaves;
  *  - at least once: a message's offset is committed only after its handler
  *    resolved; a handler that throws gets the same message again (after a
- *    backoff) and later messages of that partition wait behind it.
+ *    backoff) and later messages of that partition wait behind it;
+ *  - batches: a batch handler gets up to `maxBatch` messages of one partition
+ *    at a time, in order, and reports how many leading ones are done (their
+ *    effects durable); the offset is committed up to that contiguous prefix
+ *    and the first message not done comes back first, after the backoff;
+ *  - dead letter: a message that fails `maxAttempts` times in a row, for a
+ *    reason that is not an outage (transient.ts), is published to the
+ *    dead-letter topic (`bus.dead-letter` unless set) and passed over, so one
+ *    poison message cannot stall its partition forever. An outage (store or
+ *    brokers unreachable) is waited out however long it lasts.
  */
 
 export type Headers = Record<string, string>
@@ -31,11 +40,37 @@ export interface OutgoingMessage {
 
 export type MessageHandler = (message: BusMessage) => Promise<void>
 
+/**
+ * What a batch handler made durable: the first `done` messages of its batch.
+ * When `done` is short of the batch, `error` says why the next one failed.
+ */
+export interface BatchResult {
+  done: number
+  error?: unknown
+}
+
+/** Handles messages of one partition, in order; resolving with nothing means all are done, throwing means none. */
+export type BatchHandler = (messages: BusMessage[]) => Promise<BatchResult | void>
+
+/** Default most messages one batch handler call gets. */
+export const DEFAULT_MAX_BATCH = 500
+/** Default attempts of a failing message before it is dead-lettered. */
+export const DEFAULT_MAX_ATTEMPTS = 10
+
 export interface SubscribeOptions {
   /** Consumer group; members of one group share the partitions. */
   groupId: string
   topics: string[]
-  handler: MessageHandler
+  /** One message at a time (exactly one of handler and batchHandler). */
+  handler?: MessageHandler
+  /** Up to maxBatch messages of one partition at a time. */
+  batchHandler?: BatchHandler
+  /** Most messages per batchHandler call (default DEFAULT_MAX_BATCH). */
+  maxBatch?: number
+  /** Failures of one message (not an outage) before it goes to the dead-letter topic; default DEFAULT_MAX_ATTEMPTS, 0: never. */
+  maxAttempts?: number
+  /** Where a message that kept failing goes (default TOPICS.busDeadLetter). */
+  deadLetterTopic?: string
   /** Where a group with no committed offset starts. Default true: nothing published before the first start is missed. */
   fromBeginning?: boolean
 }
@@ -84,7 +119,8 @@ export const TOPICS = {
   activityEvents: 'activity.events',
   activityDeliveries: 'activity.deliveries',
   adsEntityChanges: 'ads.entity-changes',
-  webhookDeadLetter: 'webhook.dead-letter'
+  webhookDeadLetter: 'webhook.dead-letter',
+  busDeadLetter: 'bus.dead-letter'
 } as const
 
 export type TopicName = (typeof TOPICS)[keyof typeof TOPICS]

@@ -431,6 +431,38 @@ export interface EventsAdsEntityChanges {
   entity_data: Record<string, unknown>
 }
 /**
+ * Produced by the bus itself (key: the original message's key) when a group's handler failed on a message BUS_MAX_ATTEMPTS times in a row for a reason other than an outage. The group moves past it; operators inspect it here (and may publish its value again).
+ *
+ * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
+ * via the `definition` "EventsBusDeadLetter".
+ */
+export interface EventsBusDeadLetter {
+  /**
+   * The consumer group whose handler failed
+   */
+  group: string
+  topic: string
+  partition: number
+  offset: string
+  key: string
+  /**
+   * The message's value as it was consumed
+   */
+  value: {
+    [k: string]: unknown | undefined
+  }
+  headers: {
+    [k: string]: string | undefined
+  }
+  published_at: string
+  /**
+   * The last failure's message
+   */
+  error: string
+  attempts: number
+  dead_at: string
+}
+/**
  * Produced by the webhooks service (key: webhook id) when a delivery exhausted WEBHOOK_RETRY_SCHEDULE or the webhook answered 410 Gone. The delivery also stays in the delivery log as `failed`, where an operator can re-send it.
  *
  * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
