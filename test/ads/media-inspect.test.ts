@@ -1,89 +1,74 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
-import { aspectRatio, bufferSource, hasRatio, inspectFile, inspectImage, inspectMp4, MediaFormatError, sniff, type Inspection } from '../../services/gateway/media/inspect'
+import { aspectRatio, hasRatio, inspectFile, MediaFormatError, type Inspection } from '../../services/gateway/media/inspect'
 import { checkMedia, defaultCategory, LIMITS, parseCategory } from '../../services/gateway/media/rules'
 import { tempDir } from '../helper'
 import { hasFfmpeg, Media, png } from './media-fixtures'
 
 /**
- * Byte inspection against real files: PNGs drawn by pngjs, JPEG, GIF, WEBP
- * and MP4 encoded by ffmpeg; then malformed and truncated inputs, and the
- * category rules over what inspection reports.
+ * Inspection (file-type, image-size, ffprobe) against real files: PNGs drawn
+ * by pngjs, JPEG, GIF, WEBP and MP4 encoded by ffmpeg; then malformed and
+ * truncated inputs, and the category rules over what inspection reports.
  */
 
 // ffmpeg makes the JPEG, GIF, WEBP and MP4 inputs. `make test` installs it (deps-system), so its
 // absence is a failure of the suite, never a silent skip of the video, GIF, JPEG and WEBP checks.
 t.ok(hasFfmpeg(), 'ffmpeg is installed (make deps-system); the JPEG, GIF, WEBP and MP4 checks need it')
 
-t.test('PNG: type and dimensions from the IHDR chunk', async (t) => {
-  const info = inspectImage(png(321, 123))
-  t.match(info, { format: 'png', mime: 'image/png', width: 321, height: 123, frames: 1, animated: false })
-})
+let n = 0
+function inspect(dir: string, bytes: Buffer): Promise<Inspection> {
+  const file = path.join(dir, `f${n++}`)
+  fs.writeFileSync(file, bytes)
+  return inspectFile(file)
+}
 
-t.test('ffmpeg-made JPEG, GIF, WEBP and MP4', async (t) => {
+t.test('PNG, JPEG, GIF, WEBP and MP4 made by pngjs and ffmpeg', async (t) => {
+  const dir = tempDir(t)
   const media = Media.create(t)
-  t.match(inspectImage(media.jpeg(640, 336)), { format: 'jpeg', mime: 'image/jpeg', width: 640, height: 336 })
-  t.match(inspectImage(media.webp(300, 200)), { format: 'webp', width: 300, height: 200, animated: false }, 'lossy VP8')
-  t.match(inspectImage(media.webp(301, 199, true)), { format: 'webp', width: 301, height: 199 }, 'lossless VP8L (odd sizes)')
-  const gif = inspectImage(media.gif(160, 90, 7))
+  t.match(await inspect(dir, png(321, 123)), { format: 'png', mime: 'image/png', width: 321, height: 123, frames: 1, animated: false })
+  t.match(await inspect(dir, media.jpeg(640, 336)), { format: 'jpeg', mime: 'image/jpeg', width: 640, height: 336 })
+  t.match(await inspect(dir, media.webp(300, 200)), { format: 'webp', width: 300, height: 200, animated: false }, 'lossy VP8')
+  t.match(await inspect(dir, media.webp(301, 199, true)), { format: 'webp', width: 301, height: 199, animated: false }, 'lossless VP8L (odd sizes)')
+  const gif = await inspect(dir, media.gif(160, 90, 7))
   t.match(gif, { format: 'gif', width: 160, height: 90, frames: 7, animated: true })
   t.equal(gif.durationMs, 700, 'frame delays add up (7 frames at 10 fps)')
-  t.match(inspectImage(media.gif(64, 48, 1)), { format: 'gif', frames: 1, animated: false }, 'a one-frame GIF is a still image')
+  t.match(await inspect(dir, media.gif(64, 48, 1)), { format: 'gif', frames: 1, animated: false }, 'a one-frame GIF is a still image')
 
   const mp4 = media.mp4(1280, 720, 1.5)
-  const info = await inspectMp4(bufferSource(mp4))
-  t.match(info, { format: 'mp4', mime: 'video/mp4', width: 1280, height: 720 })
-  t.equal(info.durationMs, 1500, 'duration from mvhd')
-  const faststart = await inspectMp4(bufferSource(media.mp4(640, 360, 2, ['-movflags', '+faststart'])))
-  t.match(faststart, { width: 640, height: 360, durationMs: 2000 }, 'moov before mdat')
-  const portrait = await inspectMp4(bufferSource(media.mp4(360, 640, 1)))
-  t.match(portrait, { width: 360, height: 640 })
-
-  const dir = tempDir(t)
-  const file = path.join(dir, 'v.mp4')
-  fs.writeFileSync(file, mp4)
-  t.match(await inspectFile(file), { format: 'mp4', width: 1280, height: 720, durationMs: 1500 }, 'from a file on disk')
-  const jpg = path.join(dir, 'a.jpg')
-  fs.writeFileSync(jpg, media.jpeg(800, 419))
-  t.match(await inspectFile(jpg), { format: 'jpeg', width: 800, height: 419 })
+  t.match(await inspect(dir, mp4), { format: 'mp4', mime: 'video/mp4', width: 1280, height: 720, durationMs: 1500 })
+  t.match(await inspect(dir, media.mp4(640, 360, 2, ['-movflags', '+faststart'])), { width: 640, height: 360, durationMs: 2000 }, 'moov before mdat')
+  t.match(await inspect(dir, media.mp4(360, 640, 1)), { width: 360, height: 640 }, 'portrait')
 
   // An MP4 cut before its moov (written last by default) cannot be inspected.
-  await t.rejects(inspectMp4(bufferSource(mp4.subarray(0, 64))), MediaFormatError)
-  const noMoov = Buffer.from(mp4)
-  noMoov.write('free', mp4.indexOf('moov'), 'latin1')
-  await t.rejects(inspectMp4(bufferSource(noMoov)), /without a moov box/)
+  await t.rejects(inspect(dir, mp4.subarray(0, 64)), MediaFormatError)
+  await t.rejects(inspect(dir, mp4.subarray(0, mp4.indexOf('moov') - 4)), /moov atom not found/, 'cut just before its moov: ffprobe names what is missing')
 })
 
 t.test('malformed and unsupported bytes are MediaFormatErrors', async (t) => {
-  t.equal(sniff(Buffer.from('hello world, not media')), undefined)
-  t.throws(() => inspectImage(Buffer.from('BM6\x00\x00\x00')), MediaFormatError, 'BMP is not accepted')
+  const dir = tempDir(t)
+  await t.rejects(inspect(dir, Buffer.from('plain text, not media')), /unsupported media/)
+  await t.rejects(inspect(dir, Buffer.from('BM6\x00\x00\x00\x00\x00\x00\x00\x36\x00\x00\x00', 'latin1')), /unsupported media/, 'BMP is not accepted')
   const good = png(10, 10)
-  t.throws(() => inspectImage(good.subarray(0, 20)), /truncated PNG header/)
-  const badIhdr = Buffer.from(good)
-  badIhdr.write('XXXX', 12, 'latin1')
-  t.throws(() => inspectImage(badIhdr), /IHDR/)
+  await t.rejects(inspect(dir, good.subarray(0, 20)), MediaFormatError, 'truncated PNG header')
   const zero = Buffer.from(good)
   zero.writeUInt32BE(0, 16)
-  t.throws(() => inspectImage(zero), /empty dimension/)
-  t.throws(() => inspectImage(Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10])), /truncated JPEG|JPEG/)
-  t.throws(() => inspectImage(Buffer.from([0xff, 0xd8, 0xff, 0xd9])), /without a frame header/)
-  t.throws(() => inspectImage(Buffer.from('GIF89a\x0a\x00\x0a\x00\x00\x00\x00\x3b', 'latin1')), /without any image/)
-  t.throws(() => inspectImage(Buffer.from('GIF89a\x0a\x00\x0a\x00\x00\x00\x00\x2c\x00', 'latin1')), /truncated GIF/)
-  const webp = Buffer.alloc(40)
-  webp.write('RIFF', 0, 'latin1')
-  webp.write('WEBPVP8Z', 8, 'latin1')
-  t.throws(() => inspectImage(webp), /unsupported WEBP chunk/)
+  await t.rejects(inspect(dir, zero), MediaFormatError, 'zero width')
+  await t.rejects(inspect(dir, Buffer.from([0xff, 0xd8, 0xff, 0xd9, 0, 0, 0, 0, 0, 0, 0, 0])), MediaFormatError, 'JPEG without a frame')
+  await t.rejects(inspect(dir, Buffer.from('GIF89a\x0a\x00\x0a\x00\x00\x00\x00\x3b', 'latin1')), /GIF/, 'GIF without any image')
   const box = Buffer.alloc(24)
   box.writeUInt32BE(16, 0)
   box.write('ftypisom', 4, 'latin1')
   box.writeUInt32BE(4000, 16)
   box.write('moov', 20, 'latin1')
-  await t.rejects(inspectMp4(bufferSource(box)), /overruns its container/)
-  const dir = tempDir(t)
-  const text = path.join(dir, 'x.txt')
-  fs.writeFileSync(text, 'plain text')
-  await t.rejects(inspectFile(text), /unsupported media/)
+  await t.rejects(inspect(dir, box), MediaFormatError, 'a box overrunning the file')
+  // Without ffprobe the server cannot inspect: that is its own failure, never the client's bad media.
+  const gif = path.join(dir, 'still.gif')
+  fs.writeFileSync(gif, Buffer.from('GIF89a\x01\x00\x01\x00\x00\x00\x00\x2c\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02\x44\x01\x00\x3b', 'latin1'))
+  t.match(await inspectFile(gif), { format: 'gif', width: 1, height: 1, frames: 1 })
+  const err = await inspectFile(gif, path.join(dir, 'no-such-ffprobe')).catch((e: unknown) => e)
+  t.match(err, { code: 'ENOENT' })
+  t.notOk(err instanceof MediaFormatError, 'a missing ffprobe is no format error')
 })
 
 t.test('aspect ratios', async (t) => {

@@ -30,7 +30,7 @@ export async function extractPoster(ctx: ServiceContext, video: MediaRecord): Pr
   const target = path.join(dir, file)
   try {
     await run(ffmpeg, ['-nostdin', '-v', 'error', '-y', '-i', path.join(dir, video.file), '-frames:v', '1', '-f', 'image2', '-c:v', 'mjpeg', target])
-    const info = await inspectFile(target)
+    const info = await inspectFile(target, ctx.config.mediaFfprobe)
     const { size } = await fs.stat(target)
     const poster = newRecord({
       mediaId: newNumericId(),

@@ -202,7 +202,7 @@ async function upload(ctx: ServiceContext, request: FastifyRequest): Promise<Med
       : await receiveObject(request.body, tmp)
     let info: Inspection
     try {
-      info = await inspectFile(received.tmp)
+      info = await inspectFile(received.tmp, ctx.config.mediaFfprobe)
     } catch (err) {
       if (err instanceof MediaFormatError) throw invalid('media', `Unsupported or malformed media: ${err.message}.`)
       throw err
