@@ -122,8 +122,10 @@ export class Params {
   bool(name: string, rule: { required?: boolean; default?: boolean } = {}): boolean | undefined {
     const v = this.present(name, rule.required)
     if (v === undefined) return rule.default
-    if (v === true || v === 'true' || v === '1') return true
-    if (v === false || v === 'false' || v === '0') return false
+    // Any case: the Python SDK sends str(True), "True"; 1 and 0 too, as the platform takes them.
+    const text = typeof v === 'string' ? v.trim().toLowerCase() : v
+    if (text === true || text === 'true' || text === '1') return true
+    if (text === false || text === 'false' || text === '0') return false
     throw Ads.invalid(name, `Expected Boolean, got ${JSON.stringify(v)} for ${name}`)
   }
 
