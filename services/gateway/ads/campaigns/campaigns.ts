@@ -8,6 +8,7 @@ import { ableToFund, fundingInstruments } from './funding-instruments'
 import { withLock } from '../catalog/lock'
 import { type LineItem, lineItems } from './line-items'
 import { filterByIds, matchesNamePrefix, pageExtras } from './lists'
+import { keepChangesOnly, type WholeObjectRules } from '../whole-object'
 
 /**
  * Campaigns: a schedule and a budget drawn from a funding instrument; line
@@ -168,6 +169,12 @@ async function createCampaign(ctx: ServiceContext, request: FastifyRequest, acco
   )
 }
 
+/** What a whole-object campaign PUT (an SDK's save()) may repeat: funding instrument and currency are fixed at create. */
+const CAMPAIGN_WHOLE_OBJECT: WholeObjectRules = {
+  readOnly: ['funding_instrument_id', 'currency'],
+  computed: ['servable', 'reasons_not_servable', 'effective_status']
+}
+
 /** The parameters of a campaign PUT, read and checked one by one (no look at the stored campaign yet). */
 interface CampaignPut {
   patch: Partial<Campaign>
@@ -218,7 +225,8 @@ async function updateCampaign(ctx: ServiceContext, request: FastifyRequest, acco
   const repo = campaigns(ctx)
   const notFound = { notFoundCode: 'CAMPAIGN_NOT_FOUND' }
   // An unknown campaign is 404 before any parameter is looked at.
-  await repo.require(accountId, campaignId, notFound)
+  const stored = await repo.require(accountId, campaignId, notFound)
+  keepChangesOnly(request, stored, CAMPAIGN_WHOLE_OBJECT)
   const put = readCampaignPut(Params.query(request))
   const actor = actorOf(request)
   return repo.updateWith(

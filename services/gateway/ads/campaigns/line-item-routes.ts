@@ -6,6 +6,7 @@ import { actorOf, ADS_AUTH, listOptions, Params, sendData, userIdOf } from '../c
 import { type Campaign, campaignForLineItem, campaigns, withCampaignLock } from './campaigns'
 import { applyDefaults, checkLineItem, type LineItem, lineItems, type LineItemSettable, readSettable } from './line-items'
 import { filterByIds, matchesNamePrefix, pageExtras } from './lists'
+import { keepChangesOnly, type WholeObjectRules } from '../whole-object'
 import { defaultBidStrategy, defaultGoal, OBJECTIVES, type Objective, payByFor } from './objectives'
 import { isValidPlacement, placementCombinations, placementNames, PRODUCT_TYPES, type ProductType } from './reference-data'
 
@@ -17,6 +18,12 @@ import { isValidPlacement, placementCombinations, placementNames, PRODUCT_TYPES,
 
 /** Parameters fixed at creation: a PUT naming them is refused rather than silently ignored. */
 const FIXED_AFTER_CREATE = ['campaign_id', 'objective', 'product_type', 'placements'] as const
+
+/** What a whole-object line item PUT (an SDK's save()) may repeat; FIXED_AFTER_CREATE ones are refused by the route when changed. */
+const LINE_ITEM_WHOLE_OBJECT: WholeObjectRules = {
+  readOnly: ['funding_instrument_id', 'currency', 'creative_source', 'target_cpa_local_micro'],
+  computed: []
+}
 
 /** A new line item of `campaign`: the objective's defaults, then what the client set. */
 function draftLineItem(campaign: Campaign, fixed: Pick<LineItem, 'objective' | 'product_type' | 'placements' | 'advertiser_user_id'>, values: Partial<LineItemSettable>): LineItem {
@@ -104,7 +111,9 @@ async function updateLineItem(ctx: ServiceContext, request: FastifyRequest, acco
   const repo = lineItems(ctx)
   const notFound = { notFoundCode: 'LINE_ITEM_NOT_FOUND' }
   // An unknown line item is 404 before any parameter is looked at; campaign_id never changes after create.
-  const { campaign_id: campaignId } = await repo.require(accountId, lineItemId, notFound)
+  const stored = await repo.require(accountId, lineItemId, notFound)
+  const campaignId = stored.campaign_id
+  keepChangesOnly(request, stored, LINE_ITEM_WHOLE_OBJECT)
   const p = Params.query(request)
   for (const name of FIXED_AFTER_CREATE) {
     if (p.has(name)) throw Ads.invalid(name, `${name} cannot be changed after the line item is created`)
