@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import { Ads } from '../../common/errors'
-import { parseIsoTime } from './conventions'
+import { parseIsoTime } from '../../common/ads/times'
 
 /**
  * Whole-object updates, as the official ads SDKs send them. The Python SDK's
