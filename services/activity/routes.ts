@@ -23,9 +23,9 @@ import { webhookOwnedBy } from './webhooks'
  * overrides scopes); update and delete take the app-only bearer only.
  * Subscriptions belong to the authenticated application.
  *
- * A subscription id that names nothing of the caller's application is an
- * invalid-request Problem naming the parameter: the OpenAPI's
- * resource-not-found Problem has no resource_type for subscriptions.
+ * A subscription id that names nothing of the caller's application is the
+ * resource-not-found Problem (resource_type `subscription`, see errors.ts);
+ * the subscription limit is rule-cap (subscriptions are the stream's rules).
  */
 
 const SCHEMA = 'http/activity-subscriptions#/definitions'
@@ -59,12 +59,8 @@ function appIdOf(request: { auth?: { app: { id: string } } }): string {
 }
 
 /** An id that names no subscription of the caller's application, as the parameter that carried it. */
-function notFoundItem(parameter: 'subscription_id' | 'ids', id: string): InvalidRequestItem {
-  return { message: `SubscriptionNotFound: no subscription with id [${id}] exists for this application`, parameters: { [parameter]: [id] } }
-}
-
-function notFound(id: string): ProblemError {
-  return Problems.invalidRequest([notFoundItem('subscription_id', id)])
+function notFound(id: string, parameter: 'subscription_id' | 'ids' = 'subscription_id'): ProblemError {
+  return Problems.resourceNotFound(parameter, id, 'subscription', `Could not find subscription with ${parameter}: [${id}] for this application.`)
 }
 
 /** The `{subscription_id}` path parameter, checked here so the message says where it came from. */
@@ -132,9 +128,7 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
       })
     } catch (err) {
       if (err instanceof SubscriptionLimitError) {
-        throw Problems.invalidRequest([
-          { message: `SubscriptionLimitExceeded: this application already has the maximum of ${err.limit} subscriptions`, parameters: { event_type: [body.event_type] } }
-        ])
+        throw Problems.ruleCap(`SubscriptionLimitExceeded: this application already has the maximum of ${err.limit} subscriptions; delete one before creating another.`)
       }
       throw err
     }
@@ -213,11 +207,14 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
     const deleted = await subscriptions.delete(found)
     const deletedIds = new Set(deleted.map((s) => s.subscription_id))
     for (const sub of found) if (!deletedIds.has(sub.subscription_id)) missing.push(sub.subscription_id)
-    if (deleted.length === 0) throw Problems.invalidRequest(missing.map((id) => notFoundItem('ids', id)))
+    // Nothing deleted: one Problem (the answer is a single object) naming the first id, its detail listing them all.
+    if (deleted.length === 0) {
+      throw Problems.resourceNotFound('ids', missing[0] as string, 'subscription', `Could not find subscriptions with ids: [${missing.join(',')}] for this application.`)
+    }
     metrics.subscriptionChanges.inc({ action: 'delete' }, deleted.length)
     const body: Record<string, unknown> = { data: { deleted: true }, meta: { total_subscriptions: await subscriptions.count(appId) } }
     // Partial success: each id that named nothing is reported as its own Problem.
-    if (missing.length > 0) body.errors = missing.map((id) => Problems.invalidRequest([notFoundItem('ids', id)]).body(ctx.config.problemBase))
+    if (missing.length > 0) body.errors = missing.map((id) => notFound(id, 'ids').body(ctx.config.problemBase))
     return body
   })
 }

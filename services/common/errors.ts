@@ -1,4 +1,5 @@
 import { STATUS_CODES } from 'node:http'
+import { capText, ECHO_MAX_CHARS, echoValue } from './echo'
 
 /**
  * Every error the gateway can answer with, defined in one place.
@@ -131,8 +132,18 @@ export type ProblemExtras = Record<string, unknown>
 
 /** `resource_type` of the resource Problems (service-spec "v2 shared shapes"). */
 export type ResourceType = 'user' | 'tweet' | 'media' | 'list' | 'space'
-/** resource-not-found also names places and polls. */
-export type NotFoundResourceType = ResourceType | 'place' | 'poll'
+/**
+ * The product's own resources that a v2 path names: webhooks
+ * (`/2/webhooks/{webhook_id}`) and activity subscriptions
+ * (`/2/activity/subscriptions/{subscription_id}`, Account Activity
+ * `.../subscriptions/{user_id}/all`). The public OpenAPI enum of
+ * resource-not-found lists only the platform's read resources; an unknown
+ * webhook or subscription still answers resource-not-found (issue 16), with
+ * these two values as the documented deviation (docs/architecture.md, "v2 Problems").
+ */
+export type ProductResourceType = 'webhook' | 'subscription'
+/** resource-not-found also names places and polls, and the product's own resources. */
+export type NotFoundResourceType = ResourceType | 'place' | 'poll' | ProductResourceType
 /** Where in a response the resource would have been. */
 export type ResponseSection = 'data' | 'includes'
 
@@ -173,23 +184,34 @@ function resourceNotFound(parameter: string, value: string, resourceType: NotFou
 function resourceNotFound(parameter: string, value: string, resourceType: string, detail?: string): ProblemError
 function resourceNotFound(parameter: string, value: string, resourceType: string, detail?: string): ProblemError {
   if (parameter === '') throw new TypeError('resource-not-found needs the parameter that named the resource')
-  return new ProblemError(404, 'resource-not-found', detail ?? `Could not find ${resourceType} with ${parameter}: [${value}].`, {
+  const echoed = echoValue(value)
+  return new ProblemError(404, 'resource-not-found', detail ?? `Could not find ${resourceType} with ${parameter}: [${echoed}].`, {
     parameter,
-    resource_id: value,
+    resource_id: echoed,
     resource_type: resourceType,
-    value
+    value: echoed
   })
 }
 
+/** Longest `detail` (and invalid-request message) a Problem carries: error bodies never grow with the input. */
+export const PROBLEM_DETAIL_MAX_CHARS = 1024
+/** Most invalid-request items one Problem lists; the detail counts the rest. */
+export const PROBLEM_MAX_ITEMS = 10
+/** Most values one `parameters` entry lists, each bounded by echoValue. */
+const PARAMETER_MAX_VALUES = 10
+
 export class ProblemError extends ApiError {
   readonly statusCode: number
+  readonly detail: string
   constructor(
     statusCode: number,
     readonly suffix: ProblemSuffix,
-    readonly detail: string,
+    detail: string,
     readonly extras: ProblemExtras = {}
   ) {
-    super(detail)
+    const bounded = capText(detail, PROBLEM_DETAIL_MAX_CHARS)
+    super(bounded)
+    this.detail = bounded
     this.statusCode = statusCode
   }
 
@@ -214,9 +236,32 @@ export function problemBody(
   return body
 }
 
+/**
+ * The `errors` of an invalid-request Problem, bounded: at most
+ * PROBLEM_MAX_ITEMS items (a body failing one rule a million times still gets
+ * a small answer), each message and echoed value capped, never an empty list
+ * (the schema wants at least one item).
+ */
+function boundedItems(errors: InvalidRequestItem[], detail: string): { errors: InvalidRequestItem[]; detail: string } {
+  const items = errors.length > 0 ? errors : [{ message: detail, parameters: {} }]
+  const shown = items.slice(0, PROBLEM_MAX_ITEMS).map((item) => {
+    const parameters: Record<string, string[]> = {}
+    let names = 0
+    for (const [name, values] of Object.entries(item.parameters)) {
+      if (names++ >= PARAMETER_MAX_VALUES) break
+      parameters[capText(name, ECHO_MAX_CHARS)] = values.slice(0, PARAMETER_MAX_VALUES).map((v) => echoValue(v))
+    }
+    return { message: capText(item.message, PROBLEM_DETAIL_MAX_CHARS), parameters }
+  })
+  const more = items.length - shown.length
+  return { errors: shown, detail: more > 0 ? `${detail} (${more} more not listed)` : detail }
+}
+
 export const Problems = {
-  invalidRequest: (errors: InvalidRequestItem[], detail = 'One or more parameters to your request was invalid.') =>
-    new ProblemError(400, 'invalid-request', detail, { errors }),
+  invalidRequest: (errors: InvalidRequestItem[], detail = 'One or more parameters to your request was invalid.') => {
+    const bounded = boundedItems(errors, detail)
+    return new ProblemError(400, 'invalid-request', bounded.detail, { errors: bounded.errors })
+  },
   /** One invalid parameter: `parameters` names it with the offending value. */
   invalidParameter: (parameter: string, value: string, message: string) =>
     Problems.invalidRequest([{ message, parameters: { [parameter]: [value] } }]),
@@ -242,8 +287,8 @@ export const Problems = {
   duplicateRules: (detail: string, rule: { id?: string; value?: string } = {}) => new ProblemError(400, 'duplicate-rules', detail, { ...rule }),
   invalidRules: (detail: string) => new ProblemError(400, 'invalid-rules', detail),
   noncompliantRules: (detail: string) => new ProblemError(400, 'noncompliant-rules', detail),
-  clientForbidden: (detail: string, reason: 'official-client-forbidden' | 'client-not-enrolled') =>
-    new ProblemError(403, 'client-forbidden', detail, { reason }),
+  clientForbidden: (detail: string, reason: 'official-client-forbidden' | 'client-not-enrolled', registrationUrl?: string) =>
+    new ProblemError(403, 'client-forbidden', detail, { reason, ...(registrationUrl !== undefined ? { registration_url: registrationUrl } : {}) }),
   tooManyConnections: (detail = 'This stream has reached its connection limit.') =>
     new ProblemError(429, 'streaming-connection', detail, { connection_issue: 'TooManyConnections' satisfies ConnectionIssue }),
   operationalDisconnect: (disconnectType: DisconnectType, detail: string) =>
@@ -288,7 +333,10 @@ export class AdsError extends ApiError {
   readonly statusCode: number
   readonly items: AdsErrorItem[]
   constructor(statusCode: number, items: AdsErrorItem[] | AdsErrorItem) {
-    const list = Array.isArray(items) ? items : [items]
+    // Bounded like Problems: a body failing one rule many times still gets a small answer.
+    const list = (Array.isArray(items) ? items : [items])
+      .slice(0, PROBLEM_MAX_ITEMS)
+      .map((i) => ({ ...i, message: capText(i.message, PROBLEM_DETAIL_MAX_CHARS), ...(i.parameter !== undefined ? { parameter: capText(i.parameter, ECHO_MAX_CHARS) } : {}) }))
     super(list.map((i) => i.message).join('; '))
     this.statusCode = statusCode
     this.items = list

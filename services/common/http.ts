@@ -20,6 +20,7 @@ import {
   Problems,
   type InvalidRequestItem
 } from './errors'
+import { echoValue } from './echo'
 import { newUuid } from './ids'
 import { jsonBodyKind, jsonDepthGuard, JsonTooDeepError, MAX_JSON_DEPTH, measureAndDiscard } from './json-depth'
 import { redactUrl } from './logger'
@@ -152,11 +153,38 @@ function validationPart(context: FastifyError['validationContext']): string {
   return 'query parameter'
 }
 
-/** Converts fastify's ajv validation errors into the v2 invalid-request Problem. */
-function validationToProblem(err: FastifyError): ProblemError {
+/** The part of the request a validation error is about (fastify's validationContext). */
+function validatedPart(request: FastifyRequest, context: FastifyError['validationContext']): unknown {
+  if (context === 'body') return request.body
+  if (context === 'params') return request.params
+  if (context === 'headers') return request.headers
+  return request.query
+}
+
+/** The value at a JSON pointer (ajv's instancePath), or undefined. */
+function valueAt(root: unknown, instancePath: string): unknown {
+  let at = root
+  for (const raw of instancePath.split('/').slice(1)) {
+    if (at === null || typeof at !== 'object') return undefined
+    const key = raw.replace(/~1/g, '/').replace(/~0/g, '~')
+    if (!Object.hasOwn(at, key)) return undefined
+    at = (at as Record<string, unknown>)[key]
+  }
+  return at
+}
+
+/**
+ * Converts fastify's ajv validation errors into the v2 invalid-request
+ * Problem; `parameters` names each offending parameter with the value
+ * received (bounded by the Problem), empty for a missing one.
+ */
+function validationToProblem(err: FastifyError, request: FastifyRequest): ProblemError {
+  const part = validatedPart(request, err.validationContext)
   const items: InvalidRequestItem[] = (err.validation ?? []).map((v) => {
-    const name = parameterName(v.instancePath, v.params as Record<string, unknown>)
-    return { message: `The \`${name}\` ${validationPart(err.validationContext)} ${v.message ?? 'is invalid'}`, parameters: { [name]: [] } }
+    const params = v.params as Record<string, unknown>
+    const name = parameterName(v.instancePath, params)
+    const value = v.keyword === 'required' ? undefined : valueAt(part, typeof params.additionalProperty === 'string' ? `${v.instancePath}/${params.additionalProperty.replace(/~/g, '~0').replace(/\//g, '~1')}` : v.instancePath)
+    return { message: `The \`${name}\` ${validationPart(err.validationContext)} ${v.message ?? 'is invalid'}`, parameters: { [name]: value === undefined ? [] : [echoValue(value)] } }
   })
   return Problems.invalidRequest(items.length > 0 ? items : [{ message: err.message, parameters: {} }])
 }
@@ -202,7 +230,7 @@ export function renderError(err: unknown, request: FastifyRequest, reply: Fastif
   const fe = err as FastifyError
   if (fe && fe.validation) {
     if (shape === 'ads') return sendAds(reply, request, validationToAds(fe))
-    return sendProblem(reply, problemBase, validationToProblem(fe))
+    return sendProblem(reply, problemBase, validationToProblem(fe, request))
   }
   if (isMalformedBody(fe) && shape === 'v2') {
     return sendProblem(reply, problemBase, Problems.invalidRequest([{ message: clientMessage(fe, 400), parameters: { body: [] } }]))

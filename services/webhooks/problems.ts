@@ -1,4 +1,5 @@
 import type { FastifySchemaValidationError } from 'fastify'
+import { echoValue } from '../common/echo'
 import { type ProblemError, Problems } from '../common/errors'
 
 /**
@@ -48,53 +49,8 @@ export function webhookNotFound(id: string, parameter = 'webhook_id', scope = 'f
   return failure('WebhookIdInvalid', parameter, id, `No webhook with id [${id}] is registered ${scope}.`)
 }
 
-/** Longest echo of an input value in a Problem; longer ones end with `…`. */
-export const ECHO_MAX_CHARS = 256
-/** Nesting shown in an echo; deeper arrays and objects appear as `[…]` / `{…}`. */
-const ECHO_MAX_DEPTH = 8
-
-/**
- * A body value as the Problem's `parameters` echo it: strings as they are,
- * anything else in a JSON-like form. Bounded in length and depth, so a huge
- * or deeply nested value (String() of a 5000-deep array overflows the stack)
- * still gets its 400, never a 500. The walk stops as soon as the budget is
- * spent, whatever the size of the value.
- */
-export function echoValue(value: unknown, maxChars = ECHO_MAX_CHARS): string {
-  if (typeof value === 'string') return capped(value, maxChars)
-  const parts: string[] = []
-  let used = 0
-  /** Appends `text`; false once the budget is spent (the walk then stops). */
-  const emit = (text: string): boolean => {
-    parts.push(text)
-    used += text.length
-    return used < maxChars
-  }
-  const walk = (v: unknown, depth: number): boolean => {
-    if (typeof v === 'string') return emit(JSON.stringify(capped(v, maxChars)))
-    if (v === null || typeof v !== 'object') return emit(String(v))
-    if (depth >= ECHO_MAX_DEPTH) return emit(Array.isArray(v) ? '[…]' : '{…}')
-    if (Array.isArray(v)) {
-      if (!emit('[')) return false
-      for (let i = 0; i < v.length; i++) if ((i > 0 && !emit(',')) || !walk(v[i], depth + 1)) return false
-      return emit(']')
-    }
-    if (!emit('{')) return false
-    let first = true
-    for (const key in v) {
-      if (!Object.hasOwn(v, key)) continue
-      if ((!first && !emit(',')) || !emit(`${JSON.stringify(capped(key, maxChars))}:`) || !walk((v as Record<string, unknown>)[key], depth + 1)) return false
-      first = false
-    }
-    return emit('}')
-  }
-  walk(value, 0)
-  return capped(parts.join(''), maxChars)
-}
-
-function capped(text: string, maxChars: number): string {
-  return text.length > maxChars ? `${text.slice(0, maxChars)}…` : text
-}
+// The bounded echo lives with the other error helpers; re-exported for this service's callers.
+export { ECHO_MAX_CHARS, echoValue } from '../common/echo'
 
 /** What fastify attaches to `request.validationError` with `attachValidation`. */
 export interface ValidationFailure extends Error {

@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AuthContext } from '../common/auth/authenticate'
-import { Problems } from '../common/errors'
+import { type ProblemError, Problems } from '../common/errors'
 import { newNumericId } from '../common/ids'
 import { LockBusyError } from './app-lock'
 import type { WebhooksCore } from './core'
-import { bodyValidationProblem, failure, type Reason, userIdParam, webhookIdParam, webhookNotFound } from './problems'
+import { bodyValidationProblem, failure, type Reason, userIdParam, webhookIdParam } from './problems'
 import { normalizeUrl, publicView, type Webhook } from './registry'
 import { checkWindow, parseReplayDate, ReplayConflictError } from './replay'
 import { checkWebhookUrl, UnsafeUrlError } from './url-safety'
@@ -39,8 +39,13 @@ async function ownedWebhook(core: WebhooksCore, request: FastifyRequest, paramet
   const raw = (request.params as Record<string, unknown>)[parameter] ?? (request.body as Record<string, unknown> | undefined)?.[parameter]
   const id = webhookIdParam(raw, parameter)
   const webhook = await core.registry.getOwned(id, appOf(request).app.id)
-  if (!webhook) throw webhookNotFound(id, parameter)
+  if (!webhook) throw unknownWebhook(id, parameter)
   return webhook
+}
+
+/** An id that names no webhook of the caller's application (none, or another app's): resource-not-found. */
+function unknownWebhook(id: string, parameter = 'webhook_id'): ProblemError {
+  return Problems.resourceNotFound(parameter, id, 'webhook', `Could not find webhook with ${parameter}: [${id}] for this application.`)
 }
 
 /** Runs a step that holds an app lock; a lock that stayed taken is a 503 to retry, not a 500. */
@@ -185,7 +190,7 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     const userId = userOf(request)
     const webhook = await ownedWebhook(core, request)
     const result = await lockedOrBusy(() => core.accountActivity.subscribe(webhook, userId))
-    if (result === 'gone') throw webhookNotFound(webhook.id)
+    if (result === 'gone') throw unknownWebhook(webhook.id)
     if (result === 'duplicate') {
       throw failure('DuplicateSubscriptionFailed', 'webhook_id', webhook.id, `User ${userId} is already subscribed to webhook ${webhook.id}.`)
     }
@@ -228,7 +233,7 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     const webhook = await ownedWebhook(core, request)
     const userId = userIdParam((request.params as Record<string, unknown>).user_id)
     if (!(await core.accountActivity.unsubscribe(webhook.id, userId))) {
-      throw failure('SubscriptionNotFound', 'user_id', userId, `User ${userId} has no subscription on webhook ${webhook.id}.`)
+      throw Problems.resourceNotFound('user_id', userId, 'subscription', `Could not find subscription with user_id: [${userId}] on webhook ${webhook.id}.`)
     }
     request.log.info({ webhook_id: webhook.id, user_id: userId }, 'account activity subscription deleted')
     return { data: { subscribed: false } }

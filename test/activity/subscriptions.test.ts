@@ -58,9 +58,9 @@ t.test('create, read, update and delete a subscription with the documented shape
   t.equal(openApiErrors('ActivitySubscriptionDeleteResponse', deleted.json()), undefined)
 
   const again = await bearerRequest('DELETE', `${url}/${subId}`, id.bearer)
-  t.equal(again.status, 400)
+  t.equal(again.status, 404)
   t.equal(again.headers.get('content-type'), 'application/problem+json; charset=utf-8')
-  t.match(again.json(), { type: 'https://api.twitter.com/2/problems/invalid-request', status: 400, errors: [{ message: /SubscriptionNotFound.*\[\d+\]/, parameters: { subscription_id: [subId] } }] })
+  t.match(again.json(), { type: 'https://api.twitter.com/2/problems/resource-not-found', status: 404, parameter: 'subscription_id', resource_id: subId, resource_type: 'subscription', value: subId })
   t.equal(problemErrors(again.json()), undefined, 'an unknown subscription is a spec-valid Problem')
 
   const emptyList = await bearerRequest('GET', url, id.bearer)
@@ -183,8 +183,8 @@ t.test('PUT accepts only tag and webhook_id; other apps cannot see or touch a su
     ['DELETE', await bearerRequest('DELETE', `${url}/${subId}`, other.bearer)],
     ['PUT unknown', await bearerRequest('PUT', `${url}/999`, owner.bearer, { json: { tag: 'x' } })]
   ] as const) {
-    t.equal(res.status, 400, method)
-    t.match(res.json(), { type: 'https://api.twitter.com/2/problems/invalid-request', errors: [{ message: /SubscriptionNotFound/, parameters: { subscription_id: [/^\d+$/] } }] }, method)
+    t.equal(res.status, 404, method)
+    t.match(res.json(), { type: 'https://api.twitter.com/2/problems/resource-not-found', parameter: 'subscription_id', resource_id: /^\d+$/, resource_type: 'subscription' }, method)
     t.equal(problemErrors(res.json()), undefined, method)
   }
   t.same((await bearerRequest('GET', url, other.bearer)).json<{ data: unknown[] }>().data, [])
@@ -232,7 +232,8 @@ t.test('the per-app limit, listing pages and bulk delete', async (t) => {
   t.equal(refused.length, 2)
   for (const r of refused) {
     t.equal(r.status, 400)
-    t.match(r.text, /SubscriptionLimitExceeded.*7/)
+    t.match(r.json(), { type: 'https://api.twitter.com/2/problems/rule-cap', title: 'Rule Cap', detail: /SubscriptionLimitExceeded.*7/ })
+    t.equal(problemErrors(r.json()), undefined, 'the limit is a spec-valid rule-cap Problem')
   }
   t.equal((await bearerRequest('POST', url, other.bearer, { json: { event_type: 'post.create', filter: { user_id: '1' } } })).status, 200, 'the limit is per application')
 
@@ -267,7 +268,7 @@ t.test('the per-app limit, listing pages and bulk delete', async (t) => {
   const pb = partial.json<{ data: { deleted: boolean }; meta: { total_subscriptions: number }; errors: Array<Record<string, unknown>> }>()
   t.same(pb.data, { deleted: true })
   t.equal(pb.meta.total_subscriptions, 5)
-  t.match(pb.errors, [{ type: 'https://api.twitter.com/2/problems/invalid-request', errors: [{ message: /SubscriptionNotFound/, parameters: { ids: ['1'] } }] }])
+  t.match(pb.errors, [{ type: 'https://api.twitter.com/2/problems/resource-not-found', parameter: 'ids', resource_id: '1', resource_type: 'subscription', value: '1' }])
   t.equal(openApiErrors('ActivitySubscriptionDeleteResponse', pb), undefined)
   for (const problem of pb.errors) t.equal(problemErrors(problem), undefined, 'each partial-failure Problem is spec-valid')
   t.equal((await bearerRequest('POST', url, id.bearer, { json: { event_type: 'post.create', filter: { user_id: '1' } } })).status, 200, 'deleting frees places')
@@ -276,8 +277,8 @@ t.test('the per-app limit, listing pages and bulk delete', async (t) => {
   t.equal((await bearerRequest('DELETE', url, id.bearer, { query: { ids: 'a,b' } })).status, 400)
   t.equal((await bearerRequest('DELETE', url, id.bearer)).status, 400, 'ids is required')
   const noneFound = await bearerRequest('DELETE', url, id.bearer, { query: { ids: '1,2' } })
-  t.equal(noneFound.status, 400, 'none found')
-  t.match(noneFound.json(), { type: 'https://api.twitter.com/2/problems/invalid-request', errors: [{ parameters: { ids: ['1'] } }, { parameters: { ids: ['2'] } }] })
+  t.equal(noneFound.status, 404, 'none found')
+  t.match(noneFound.json(), { type: 'https://api.twitter.com/2/problems/resource-not-found', parameter: 'ids', resource_id: '1', resource_type: 'subscription', value: '1', detail: /\[1,2\]/ })
   t.equal(problemErrors(noneFound.json()), undefined)
   const rest = await bearerRequest('DELETE', url, id.bearer, { query: { ids: ids.slice(2).join(',') } })
   t.equal(rest.status, 200)

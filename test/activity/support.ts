@@ -1,7 +1,7 @@
 import http from 'node:http'
 import WebSocket from 'ws'
 import type { EventType } from '../../services/activity/event-types'
-import { openApiValidators } from '../support/openapi'
+import { openApiValidators, productResourceTypes } from '../support/openapi'
 import { bearerRequest, eventually, oauth1Request, type TestIdentity, type TestResponse } from '../helper'
 
 /**
@@ -204,10 +204,12 @@ export function openWsStream(baseUrl: string, bearer: string, query: Record<stri
  * Validators of the public OpenAPI component schemas. One documented
  * deviation where service-spec.md wins: filter.direction is stored and
  * returned as the spec spells it (sent/received). Problems are checked
- * against the OpenAPI unchanged.
+ * against the OpenAPI, resource-not-found with the product's resource types
+ * (productResourceTypes).
  */
 let problemSchemas: Record<string, string> = {}
 const openApi = openApiValidators((schemas) => {
+  productResourceTypes(schemas)
   const filter = schemas.ActivitySubscriptionFilter as { properties: { direction: { enum: string[] } } }
   filter.properties.direction.enum = ['sent', 'received']
   // The streaming payload is a oneOf that several kinds satisfy at once; the envelope is checked with the

@@ -47,3 +47,14 @@ export function openApiValidators(patch?: (schemas: ComponentSchemas) => void): 
     }
   }
 }
+
+/**
+ * The documented deviation of resource-not-found (services/common/errors.ts,
+ * ProductResourceType): an unknown webhook or subscription answers it with
+ * `resource_type` `webhook` or `subscription`, two values the public enum,
+ * which lists only the platform's read resources, does not have.
+ */
+export function productResourceTypes(schemas: ComponentSchemas): void {
+  const problem = schemas.ResourceNotFoundProblem as { allOf: Array<{ properties?: { resource_type?: { enum: string[] } } }> }
+  for (const part of problem.allOf) part.properties?.resource_type?.enum.push('webhook', 'subscription')
+}

@@ -59,9 +59,9 @@ t.test('create, list, validate and delete round trip against a real receiver', a
   t.same((await bearerRequest('GET', `${rt.baseUrl}/2/webhooks`, id.bearer)).json(), { data: [], meta: { result_count: 0 } })
 
   const again = await bearerRequest('DELETE', `${rt.baseUrl}/2/webhooks/${data.id}`, id.bearer)
-  t.equal(again.status, 400)
-  t.equal(openApiErrors('InvalidRequestProblem', again.json()), undefined)
-  t.match(firstMessage(again.json<Problem>()), /^WebhookIdInvalid: /)
+  t.equal(again.status, 404)
+  t.equal(openApiErrors('ResourceNotFoundProblem', again.json()), undefined)
+  t.match(again.json(), { type: 'https://api.twitter.com/2/problems/resource-not-found', parameter: 'webhook_id', resource_id: data.id, resource_type: 'webhook', value: data.id })
 
   // The same URL can be registered again once deleted (the duplicate index was released).
   const recreated = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url: receiver.url } })
@@ -100,8 +100,8 @@ t.test('authentication per route follows the public platform', async (t) => {
   t.same((await bearerRequest('GET', `${rt.baseUrl}/2/webhooks`, other.bearer)).json(), { data: [], meta: { result_count: 0 } })
   for (const method of ['PUT', 'DELETE']) {
     const res = await bearerRequest(method, `${rt.baseUrl}/2/webhooks/${mine.webhookId}`, other.bearer)
-    t.equal(res.status, 400, `${method} of another app's webhook`)
-    t.match(firstMessage(res.json<Problem>()), /^WebhookIdInvalid: /)
+    t.equal(res.status, 404, `${method} of another app's webhook`)
+    t.match(res.json(), { type: 'https://api.twitter.com/2/problems/resource-not-found', resource_id: mine.webhookId, resource_type: 'webhook' })
   }
 })
 
@@ -238,7 +238,7 @@ t.test('a deeply nested or huge unknown field is a 400 invalid-request, never a 
   }
 })
 
-t.test('unknown ids get spec-valid Problems: WebhookIdInvalid for a webhook, a plain 404 otherwise', async (t) => {
+t.test('unknown ids get spec-valid Problems: WebhookIdInvalid on the operator API, resource-not-found on /2/, a plain 404 otherwise', async (t) => {
   const rt = await startWebhooks(t)
   const { id, webhookId } = await registerWebhook(t, rt)
   const admin = { authorization: `Bearer ${FAST_ENV.OPERATOR_TOKEN}` }
@@ -256,10 +256,11 @@ t.test('unknown ids get spec-valid Problems: WebhookIdInvalid for a webhook, a p
     t.match(firstMessage(res.json<Problem>()), /^WebhookIdInvalid: No webhook with id \[999\]/)
     t.same(res.json<Problem>().errors?.[0]?.parameters, { webhook_id: ['999'] })
   }
-  // The public routes say the same for a webhook of another app or none.
+  // The public routes answer resource-not-found for a webhook of another app or none.
   const other = await createIdentity(rt.ctx.store)
   const foreign = await bearerRequest('DELETE', `${rt.baseUrl}/2/webhooks/${webhookId}`, other.bearer)
-  t.equal(openApiErrors('InvalidRequestProblem', foreign.json()), undefined)
+  t.equal(foreign.status, 404)
+  t.equal(openApiErrors('ResourceNotFoundProblem', foreign.json()), undefined)
 
   // No public resource type fits a delivery or a replay job: a generic (about:blank) 404 Problem.
   for (const path of [`/admin/webhooks/${webhookId}/deliveries/no-such-delivery`, '/admin/webhooks/replay-jobs/12345']) {

@@ -5,7 +5,7 @@ import type { Test } from 'tap'
 import { TOPICS } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
 import { webhooksService } from '../../services/webhooks/service'
-import { openApiValidators } from '../support/openapi'
+import { openApiValidators, productResourceTypes } from '../support/openapi'
 import { bearerRequest, createIdentity, eventually, startTestRuntime, type StartOptions, type TestIdentity } from '../helper'
 
 /**
@@ -325,7 +325,8 @@ export { eventually }
 
 // ---------------------------------------------------------------- OpenAPI
 
-const validators = openApiValidators()
+/** resource-not-found names webhooks and subscriptions (the documented deviation, productResourceTypes). */
+const validators = openApiValidators(productResourceTypes)
 
 /** Validator of a public OpenAPI component schema. */
 export const openApi = validators.validator
