@@ -43,7 +43,7 @@ t.test('a burst of events is matched in batches: one produce per batch, every ma
     await subs.create({ app_id: 'app-a', event_type: 'post.create', filter: { user_id: u } })
     await subs.create({ app_id: 'app-b', event_type: 'post.create', filter: { user_id: u, keyword: 'rust' } })
   }
-  const events = Array.from({ length: 1000 }, (_, i) => ({ ...sampleEvent('post.create', users[i % users.length] as string, { text: i % 2 === 0 ? 'Rust, Go' : 'hello' }), event_uuid: `${Date.now()}${String(i).padStart(4, '0')}` }))
+  const events: Array<Record<string, unknown>> = Array.from({ length: 1000 }, (_, i) => ({ ...sampleEvent('post.create', users[i % users.length] as string, { text: i % 2 === 0 ? 'Rust, Go' : 'hello' }), event_uuid: `${Date.now()}${String(i).padStart(4, '0')}` }))
   // Published before the matcher starts: its first batches are full ones.
   await bus.publishMany(TOPICS.activityEvents, [
     ...events.slice(0, 500).map((e) => ({ key: e.user_id as string, value: e })),
