@@ -6,7 +6,7 @@ APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg
 CLI := $(NODE) dist/services/cli.js
 
 .PHONY: types types-check readme help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
-        app user account webhooks replay publish deliveries resend clean config-doc
+        app user account webhooks replay publish deliveries resend clean config-doc console console-link
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -80,6 +80,12 @@ user: build ## create a user: make user SCREEN_NAME=... PASSWORD=...
 
 account: build ## ads account features: make account ARGS="feature grant --account ID --feature ACCOUNT_HISTORY_ACCESS" (also feature list|revoke, create --user-id)
 	@$(CLI) account $(ARGS)
+
+console: build ## open the web console as the operator (prints a single-use sign-in link and opens it)
+	@$(CLI) console link --open
+
+console-link: build ## portal link for one app's developer: make console-link APP=<app id>
+	@$(if $(APP),,$(error APP=<app id> is required))$(CLI) console link --app "$(APP)"
 
 webhooks: build ## list webhooks of every app
 	@$(CLI) webhooks list

@@ -11,5 +11,13 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'error',
       'no-console': 'off'
     }
+  },
+  {
+    // The web console's browser script: plain ES5 run by the browser, not by Node.
+    files: ['services/**/console/assets/*.js'],
+    languageOptions: {
+      sourceType: 'script',
+      globals: { window: 'readonly', document: 'readonly', EventSource: 'readonly', fetch: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', Chart: 'readonly' }
+    }
   }
 )

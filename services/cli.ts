@@ -15,7 +15,8 @@ const GROUPS: Record<string, () => Promise<{ run: (argv: string[]) => Promise<nu
   events: () => import('./cli/events'),
   topics: () => import('./cli/ops').then((m) => ({ run: m.runTopics })),
   lag: () => import('./cli/ops').then((m) => ({ run: m.runLag })),
-  account: () => import('./cli/accounts')
+  account: () => import('./cli/accounts'),
+  console: () => import('./cli/console')
 }
 
 async function main(): Promise<number> {

@@ -194,6 +194,10 @@ export const SETTINGS = {
   // --- operators ---
   operatorToken: setting('OPERATOR_TOKEN', '', 'Bearer token of the operator API (/admin/*, used by the CLI); a server refuses one shorter than 32 characters. Empty: a random token is generated and stored in DATA_DIR/operator-token (embedded) or the admin API is closed (distributed).', asString),
 
+  // --- web console (/console/) ---
+  consoleSessionTtlMs: setting('CONSOLE_SESSION_TTL', '8h', 'Lifetime of a web console session (operator or app developer); signing out ends it sooner.', asDuration(MINUTE, 30 * DAY)),
+  consoleLinkTtlMs: setting('CONSOLE_LINK_TTL', '15m', 'Lifetime of an app developer\'s portal link (`make console-link`); each link signs in once.', asDuration(MINUTE, DAY)),
+
   // --- authentication ---
   oauthTimestampWindowS: setting('OAUTH_TIMESTAMP_WINDOW', '300', 'Accepted distance (seconds) of oauth_timestamp from the server clock.', asInt(1, 86400)),
   requestTokenTtlMs: setting('OAUTH_REQUEST_TOKEN_TTL', '15m', 'Lifetime of an OAuth 1.0a request token.', asDuration(SECOND, TTL_MAX_MS)),

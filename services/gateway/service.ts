@@ -1,5 +1,6 @@
 import type { ServiceDefinition } from '../common/service'
 import { registerAdminRoutes } from './admin'
+import { registerConsoleRoutes } from './console/routes'
 import { registerAdsRoutes } from './ads/routes'
 import { registerSandboxRoutes } from './ads/campaigns/sandbox'
 import { registerOAuthRoutes } from './oauth/routes'
@@ -25,6 +26,7 @@ export const gatewayService: ServiceDefinition = {
     await registerAdminRoutes(app, ctx)
     await registerAdsRoutes(app, ctx)
     await registerMediaRoutes(app, ctx)
+    await registerConsoleRoutes(app, ctx)
   },
   sandboxRoutes: async (app, ctx) => {
     await registerSandboxRoutes(app, ctx)

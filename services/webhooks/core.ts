@@ -1,6 +1,8 @@
 import type { ServiceContext } from '../common/context'
 import { AccountActivity } from './account-activity'
+import { AttemptLog } from './attempt-log'
 import { CrcChecker } from './crc'
+import { CrcHistory } from './crc-history'
 import { DeliveryEngine } from './delivery'
 import { DeliveryLog } from './delivery-log'
 import { WebhookClient } from './http-client'
@@ -20,7 +22,9 @@ export interface WebhooksCore {
   client: WebhookClient
   metrics: WebhookMetrics
   checker: CrcChecker
+  crcHistory: CrcHistory
   deliveryLog: DeliveryLog
+  attempts: AttemptLog
   engine: DeliveryEngine
   accountActivity: AccountActivity
   replay: ReplayRunner
@@ -38,12 +42,15 @@ export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>
   const client = new WebhookClient({ policy, timeoutMs: config.webhookTimeoutMs, connectionsPerLane: config.webhookConcurrency })
   const metrics = createMetrics(ctx.metrics, store)
   const deliveryLog = new DeliveryLog(store, config.webhookLogRetentionMs)
+  const attempts = new AttemptLog(store, config.webhookLogRetentionMs)
   const engine = new DeliveryEngine(
-    { store, bus, registry, log: deliveryLog, client, metrics, logger: log },
+    { store, bus, registry, log: deliveryLog, client, metrics, logger: log, attempts },
     { schedule: config.webhookRetrySchedule, concurrency: config.webhookConcurrency, retentionMs: config.webhookLogRetentionMs }
   )
+  const crcHistory = new CrcHistory(store)
   const checker = new CrcChecker({
     store,
+    history: crcHistory,
     registry,
     client,
     metrics,
@@ -61,7 +68,9 @@ export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>
     client,
     metrics,
     checker,
+    crcHistory,
     deliveryLog,
+    attempts,
     engine,
     accountActivity,
     replay,

@@ -4,6 +4,7 @@ import { AuthKeys, type App } from '../common/auth/records'
 import { newSecret, newUuid } from '../common/ids'
 import type { Worker } from '../common/service'
 import type { Store } from '../common/store/types'
+import type { CrcHistory } from './crc-history'
 import type { WebhookClient } from './http-client'
 import { WebhookKeys } from './keys'
 import type { WebhookMetrics } from './metrics'
@@ -30,33 +31,44 @@ export type CrcResult = { result: 'pass' } | { result: 'invalid'; reason: string
 
 export const CRC_GRACE_MS = 28 * 3_600_000
 
+/** A result with what the console's CRC history shows: the answer's status code and the time taken. */
+export type CrcCheck = CrcResult & { status?: number; ms: number }
+
 /** Sends one challenge to `url` and classifies the answer. */
-export async function challenge(client: WebhookClient, url: string, consumerSecret: string): Promise<CrcResult> {
+export async function challenge(client: WebhookClient, url: string, consumerSecret: string): Promise<CrcCheck> {
+  const started = Date.now()
+  const r = await classifyChallenge(client, url, consumerSecret)
+  return { ...r.result, ...(r.status !== undefined ? { status: r.status } : {}), ms: Math.round(r.ms ?? Date.now() - started) }
+}
+
+async function classifyChallenge(client: WebhookClient, url: string, consumerSecret: string): Promise<{ result: CrcResult; status?: number; ms?: number }> {
   const token = newSecret(24)
   const target = new URL(url)
   target.searchParams.set('crc_token', token)
   target.hash = ''
   const out = await client.send('GET', target.href, { headers: { accept: 'application/json' }, maxBodyBytes: 16 * 1024 })
   if (out.kind === 'error') {
+    const ms = out.ms
     switch (out.failure) {
-      case 'tls': return { result: 'invalid', reason: `TLS failure (${out.message})` }
-      case 'unsafe': return { result: 'invalid', reason: out.message }
-      case 'timeout': return { result: 'transient', reason: `The webhook did not answer within ${client.timeoutMs} ms` }
-      default: return { result: 'transient', reason: `Could not reach the webhook (${out.message})` }
+      case 'tls': return { result: { result: 'invalid', reason: `TLS failure (${out.message})` }, ms }
+      case 'unsafe': return { result: { result: 'invalid', reason: out.message }, ms }
+      case 'timeout': return { result: { result: 'transient', reason: `The webhook did not answer within ${client.timeoutMs} ms` }, ms }
+      default: return { result: { result: 'transient', reason: `Could not reach the webhook (${out.message})` }, ms }
     }
   }
-  if (out.status >= 300 && out.status < 400) return { result: 'invalid', reason: `The webhook answered ${out.status}; redirects are not followed` }
-  if (out.status < 200 || out.status >= 300) return { result: 'transient', reason: `The webhook answered ${out.status}` }
+  const answered = { status: out.status, ms: out.ms }
+  if (out.status >= 300 && out.status < 400) return { result: { result: 'invalid', reason: `The webhook answered ${out.status}; redirects are not followed` }, ...answered }
+  if (out.status < 200 || out.status >= 300) return { result: { result: 'transient', reason: `The webhook answered ${out.status}` }, ...answered }
   let presented: unknown
   try {
     presented = (JSON.parse(out.body) as { response_token?: unknown }).response_token
   } catch {
-    return { result: 'invalid', reason: 'Invalid response_token (the answer is not JSON)' }
+    return { result: { result: 'invalid', reason: 'Invalid response_token (the answer is not JSON)' }, ...answered }
   }
   if (typeof presented !== 'string' || !safeEqual(presented, crcResponseToken(consumerSecret, token))) {
-    return { result: 'invalid', reason: 'Invalid response_token' }
+    return { result: { result: 'invalid', reason: 'Invalid response_token' }, ...answered }
   }
-  return { result: 'pass' }
+  return { result: { result: 'pass' }, ...answered }
 }
 
 /** How a CRC result changes the webhook, applying the 28-hour rule to transient failures. */
@@ -77,6 +89,8 @@ export interface CrcDeps {
   metrics: WebhookMetrics
   log: Logger
   intervalMs: number
+  /** Where each check of a registered webhook is recorded (the console's CRC history). */
+  history?: CrcHistory
   /**
    * Called when a check passes on a webhook that was invalid (or disabled by
    * a 410): the delivery engine makes its waiting deliveries due now.
@@ -101,10 +115,11 @@ export class CrcChecker {
   }
 
   /** Challenges a registered webhook and records the outcome on it. */
-  async check(w: Webhook, trigger: CrcTrigger): Promise<{ result: CrcResult; webhook: Webhook | undefined }> {
+  async check(w: Webhook, trigger: CrcTrigger | 'console'): Promise<{ result: CrcCheck; webhook: Webhook | undefined }> {
     const secret = await this.consumerSecret(w.app_id)
-    const result: CrcResult = secret === undefined ? { result: 'invalid', reason: 'The application no longer exists' } : await challenge(this.deps.client, w.url, secret)
+    const result: CrcCheck = secret === undefined ? { result: 'invalid', reason: 'The application no longer exists', ms: 0 } : await challenge(this.deps.client, w.url, secret)
     this.deps.metrics.crc.inc({ trigger, result: result.result })
+    await this.deps.history?.record(w.id, trigger, result).catch((err: unknown) => this.deps.log.warn({ err, webhook_id: w.id }, 'could not record the CRC check in its history'))
     const webhook = await this.deps.registry.update(w.id, crcUpdate(w, result, Date.now()))
     if (webhook && webhook.valid !== w.valid) {
       this.deps.log.info({ webhook_id: w.id, valid: webhook.valid, trigger, reason: webhook.invalid_reason }, 'webhook validity changed')

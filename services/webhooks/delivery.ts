@@ -4,6 +4,7 @@ import { TOPICS, type Bus } from '../common/bus/types'
 import { newUuid } from '../common/ids'
 import type { Worker } from '../common/service'
 import type { Store, StoreOp } from '../common/store/types'
+import { type AttemptLog, RESPONSE_BODY_KEEP } from './attempt-log'
 import type { DeliveryLog, DeliveryRecord, DeliverySource, DeliveryStatus } from './delivery-log'
 import type { HttpOutcome, WebhookClient } from './http-client'
 import { parseRetryMember, retryMember, WebhookKeys } from './keys'
@@ -75,6 +76,8 @@ export interface EngineDeps {
   client: WebhookClient
   metrics: WebhookMetrics
   logger: Logger
+  /** The console's record of attempts (attempt-log.ts). */
+  attempts?: AttemptLog
 }
 
 /** A queued attempt; `fresh` is the record this process just stored (its first attempt needs no claim). */
@@ -311,6 +314,7 @@ export class DeliveryEngine {
     }
     await lease()
     const out = await this.post(webhook, app, record.body)
+    await this.deps.attempts?.record(record, out).catch((err: unknown) => this.deps.logger.warn({ err, delivery_id: record.delivery_id }, 'could not record the attempt for the console'))
     await this.settle(record, webhook, out)
   }
 
@@ -319,7 +323,9 @@ export class DeliveryEngine {
     const out = await this.deps.client.send('POST', webhook.url, {
       headers: { 'content-type': 'application/json', [SIGNATURE_HEADER]: webhookSignature(app.consumer_secret, body) },
       body,
-      lane: webhook.id
+      lane: webhook.id,
+      // The start of the answer is kept with the attempt (the console shows it).
+      maxBodyBytes: RESPONSE_BODY_KEEP
     })
     const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
     this.deps.metrics.latency.observe({ result: ok ? 'success' : 'failure' }, out.ms / 1000)
@@ -478,9 +484,11 @@ export class DeliveryEngine {
     return moved
   }
 
-  /** Puts logged deliveries back on the schedule (operator re-send); returns how many. */
-  async resend(webhookId: string, filter: { since: number; status?: DeliveryStatus }): Promise<number> {
-    const records = await this.deps.log.list(webhookId, { since: filter.since, status: filter.status ?? 'failed' })
+  /** Puts logged deliveries back on the schedule (operator re-send; `deliveryId`: just that one); returns how many. */
+  async resend(webhookId: string, filter: { since: number; status?: DeliveryStatus; deliveryId?: string }): Promise<number> {
+    const records = filter.deliveryId !== undefined
+      ? [await this.deps.log.get(filter.deliveryId)].filter((r): r is DeliveryRecord => r !== undefined && r.webhook_id === webhookId)
+      : await this.deps.log.list(webhookId, { since: filter.since, status: filter.status ?? 'failed' })
     const now = Date.now()
     let count = 0
     for (const r of records) {

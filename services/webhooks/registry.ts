@@ -162,6 +162,7 @@ export class WebhookRegistry {
       { op: 'srem', key: WebhookKeys.all(), members: [w.id] },
       { op: 'zrem', key: WebhookKeys.crcSchedule(), members: [w.id] },
       { op: 'del', key: WebhookKeys.subscribers(w.id) },
+      { op: 'del', key: WebhookKeys.crcHistory(w.id) },
       // The log index goes with the webhook; its records expire with WEBHOOK_LOG_RETENTION.
       { op: 'del', key: WebhookKeys.log(w.id) }
     ]

@@ -1,5 +1,6 @@
 import type { ServiceDefinition } from '../common/service'
 import { registerAdminRoutes } from './admin'
+import { registerConsoleRoutes } from './console-routes'
 import { coreFor } from './core'
 import { registerWebhookRoutes } from './routes'
 import { startWorkers } from './worker'
@@ -16,6 +17,7 @@ export const webhooksService: ServiceDefinition = {
     const core = coreFor(ctx)
     await registerWebhookRoutes(app, core)
     await registerAdminRoutes(app, core)
+    await registerConsoleRoutes(app, core)
   },
   start: async (ctx) => startWorkers(coreFor(ctx))
 }

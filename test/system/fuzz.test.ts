@@ -162,8 +162,8 @@ function shapeOf(path: string): Shape {
 function wellShaped(shape: Shape, path: string, status: number, contentType: string, text: string): string | undefined {
   // The OAuth 1.0a endpoints answer form-encoded / text bodies, as the platform's do.
   if (contentType.startsWith('text/plain') && shape === 'classic') return text.length > 0 ? undefined : 'empty text error'
-  // Browser-facing pages (authorization, connected apps) answer a person, in HTML (RFC 6749 §4.1.2.1: never redirect on a bad client or redirect_uri).
-  if (contentType.startsWith('text/html') && /^\/(oauth\/(authorize|authenticate|apps)|(i|2)\/oauth2\/authorize)/.test(path)) return undefined
+  // Browser-facing pages (authorization, connected apps, the console's sign-in) answer a person, in HTML (RFC 6749 §4.1.2.1: never redirect on a bad client or redirect_uri).
+  if (contentType.startsWith('text/html') && /^\/(oauth\/(authorize|authenticate|apps)|(i|2)\/oauth2\/authorize|console\/(login|link)(\/|$))/.test(path)) return undefined
   let body: unknown
   try {
     body = JSON.parse(text)

@@ -3,6 +3,7 @@ import { requestBaseUrl } from '../../common/auth/authenticate'
 import { safeEqual } from '../../common/auth/oauth1'
 import { AuthKeys, type SignInSession, type User } from '../../common/auth/records'
 import { newSecret } from '../../common/ids'
+import { parseCookies } from '../../common/cookies'
 import type { Store } from '../../common/store/types'
 
 /**
@@ -14,22 +15,7 @@ import type { Store } from '../../common/store/types'
  * cannot post the consent form with the victim's session.
  */
 
-export function parseCookies(header: string | undefined): Map<string, string> {
-  const out = new Map<string, string>()
-  if (!header) return out
-  for (const part of header.split(';')) {
-    const i = part.indexOf('=')
-    if (i <= 0) continue
-    const name = part.slice(0, i).trim()
-    const raw = part.slice(i + 1).trim().replace(/^"(.*)"$/, '$1')
-    try {
-      if (!out.has(name)) out.set(name, decodeURIComponent(raw))
-    } catch {
-      // A cookie we cannot decode is not one of ours.
-    }
-  }
-  return out
-}
+export { parseCookies }
 
 function isSecure(request: FastifyRequest): boolean {
   return requestBaseUrl(request, request.server.publicBase).startsWith('https:')

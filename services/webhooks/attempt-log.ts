@@ -1,0 +1,192 @@
+import type { Store, StoreOp } from '../common/store/types'
+import type { DeliveryRecord } from './delivery-log'
+import type { HttpOutcome } from './http-client'
+import { WebhookKeys } from './keys'
+
+/**
+ * What the console shows of delivery attempts, written in one store batch
+ * per attempt next to the delivery log:
+ *  - each attempt of a delivery (time, status code, the start of the
+ *    answer's body, timing), kept as long as the delivery's record;
+ *  - the app's tail of recent attempts (the live tail reads it, so it works
+ *    whichever webhooks process made the attempt);
+ *  - per-minute counters per app (attempts, successes, a latency histogram)
+ *    for the charts: deliveries per minute, success rate, p50/p99.
+ */
+
+export interface AttemptEntry {
+  n: number
+  at: string
+  ms: number
+  status?: number
+  error?: string
+  response_body?: string
+  response_content_type?: string
+}
+
+export interface TailEntry {
+  delivery_id: string
+  webhook_id: string
+  at: number
+  n: number
+  outcome: 'delivered' | 'failed'
+  status?: number
+  error?: string
+  ms: number
+  event_type?: string
+}
+
+export interface StatsPoint {
+  /** Start of the bucket (ms). */
+  t: number
+  count: number
+  per_minute: number
+  success_pct: number | null
+  p50_ms: number | null
+  p99_ms: number | null
+}
+
+/** Upper bounds (ms) of the latency histogram; the last bucket is everything slower. */
+export const LATENCY_BOUNDS_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, Number.POSITIVE_INFINITY]
+/** Bytes of a receiver's answer kept with the attempt. */
+export const RESPONSE_BODY_KEEP = 2048
+const TAIL_KEEP_MS = 10 * 60_000
+const STATS_KEEP_MS = 25 * 3_600_000
+const MINUTE = 60_000
+
+/** The event's type, read from the delivered body (activity envelope, or Account Activity's `<type>_events`). */
+export function eventTypeOf(body: string): string | undefined {
+  try {
+    const parsed = JSON.parse(body) as Record<string, unknown>
+    const data = parsed.data as Record<string, unknown> | undefined
+    if (data && typeof data.event_type === 'string') return data.event_type
+    return Object.keys(parsed).find((k) => k.endsWith('_events'))
+  } catch {
+    return undefined
+  }
+}
+
+function bucketOf(ms: number): number {
+  return LATENCY_BOUNDS_MS.findIndex((b) => ms <= b)
+}
+
+/** The q-quantile of a histogram, interpolated inside its bucket. */
+export function quantile(counts: number[], q: number): number | null {
+  const total = counts.reduce((a, b) => a + b, 0)
+  if (total === 0) return null
+  const rank = q * total
+  let seen = 0
+  for (let i = 0; i < counts.length; i++) {
+    const c = counts[i] ?? 0
+    if (c > 0 && seen + c >= rank) {
+      const low = i === 0 ? 0 : (LATENCY_BOUNDS_MS[i - 1] ?? 0)
+      const high = Number.isFinite(LATENCY_BOUNDS_MS[i]) ? (LATENCY_BOUNDS_MS[i] as number) : low * 2
+      return Math.round(low + ((rank - seen) / c) * (high - low))
+    }
+    seen += c
+  }
+  return null
+}
+
+export class AttemptLog {
+  private writes = 0
+
+  constructor(
+    private readonly store: Store,
+    private readonly retentionMs: number
+  ) {}
+
+  /** The store writes recording one attempt (the caller may batch them with its own). */
+  ops(record: DeliveryRecord, out: HttpOutcome, now = Date.now()): StoreOp[] {
+    const n = record.attempts + 1
+    const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
+    const attempt: AttemptEntry = { n, at: new Date(now).toISOString(), ms: Math.round(out.ms) }
+    const tail: TailEntry = { delivery_id: record.delivery_id, webhook_id: record.webhook_id, at: now, n, outcome: ok ? 'delivered' : 'failed', ms: attempt.ms }
+    if (out.kind === 'response') {
+      attempt.status = out.status
+      tail.status = out.status
+      attempt.response_body = out.body.slice(0, RESPONSE_BODY_KEEP)
+      const type = out.headers['content-type']
+      if (typeof type === 'string') attempt.response_content_type = type
+    } else {
+      attempt.error = out.message
+      tail.error = out.message
+    }
+    const eventType = eventTypeOf(record.body)
+    if (eventType !== undefined) tail.event_type = eventType
+    const minute = Math.floor(now / MINUTE) * MINUTE
+    const stat = (field: string): string => WebhookKeys.stats(record.app_id, minute, field)
+    const fields = ['n', `b${bucketOf(attempt.ms)}`, ...(ok ? ['ok'] : [])]
+    return [
+      { op: 'zadd', key: WebhookKeys.attempts(record.delivery_id), score: n, member: JSON.stringify(attempt) },
+      { op: 'pexpire', key: WebhookKeys.attempts(record.delivery_id), ttlMs: this.retentionMs },
+      { op: 'zadd', key: WebhookKeys.tail(record.app_id), score: now, member: JSON.stringify(tail) },
+      ...fields.flatMap((f): StoreOp[] => [
+        { op: 'incr', key: stat(f), by: 1 },
+        { op: 'pexpire', key: stat(f), ttlMs: STATS_KEEP_MS }
+      ])
+    ]
+  }
+
+  /** Records one attempt; a failure to record never fails the delivery. */
+  async record(record: DeliveryRecord, out: HttpOutcome, now = Date.now()): Promise<void> {
+    await this.store.batch(this.ops(record, out, now))
+    // The tail keeps minutes, not history: trimmed every so often by whoever writes.
+    if (++this.writes % 100 === 1) {
+      const old = await this.store.zrangeByScore(WebhookKeys.tail(record.app_id), 0, now - TAIL_KEEP_MS, { limit: 5000 })
+      if (old.length > 0) await this.store.zrem(WebhookKeys.tail(record.app_id), ...old.map((m) => m.member))
+    }
+  }
+
+  async attempts(deliveryId: string): Promise<AttemptEntry[]> {
+    return (await this.store.zrange(WebhookKeys.attempts(deliveryId), 0, -1)).map((m) => JSON.parse(m.member) as AttemptEntry)
+  }
+
+  /** The app's attempts with time > `after` (ms), oldest first. */
+  async tailSince(appId: string, after: number, limit = 200): Promise<TailEntry[]> {
+    const members = await this.store.zrangeByScore(WebhookKeys.tail(appId), after + 1, Number.MAX_SAFE_INTEGER, { limit })
+    return members.map((m) => JSON.parse(m.member) as TailEntry)
+  }
+
+  /** The newest `limit` attempts of the app, oldest first. */
+  async tailLatest(appId: string, limit: number): Promise<TailEntry[]> {
+    const members = await this.store.zrangeByScore(WebhookKeys.tail(appId), 0, Number.MAX_SAFE_INTEGER, { limit, reverse: true })
+    return members.map((m) => JSON.parse(m.member) as TailEntry).reverse()
+  }
+
+  /**
+   * Chart points over the last `spanMs` in buckets of `bucketMs` (whole
+   * minutes), from the per-minute counters: one MGET for the whole range.
+   */
+  async stats(appId: string, spanMs: number, bucketMs: number, now = Date.now()): Promise<{ points: StatsPoint[]; total: number }> {
+    const lastMinute = Math.floor(now / MINUTE) * MINUTE
+    const minutes: number[] = []
+    for (let m = lastMinute - spanMs + MINUTE; m <= lastMinute; m += MINUTE) minutes.push(m)
+    const fields = ['n', 'ok', ...LATENCY_BOUNDS_MS.map((_, i) => `b${i}`)]
+    const values = await this.store.mget(minutes.flatMap((m) => fields.map((f) => WebhookKeys.stats(appId, m, f))))
+    const perBucket = Math.max(1, Math.round(bucketMs / MINUTE))
+    const points: StatsPoint[] = []
+    let total = 0
+    for (let start = 0; start < minutes.length; start += perBucket) {
+      let count = 0
+      let ok = 0
+      const hist = LATENCY_BOUNDS_MS.map(() => 0)
+      for (let i = start; i < Math.min(start + perBucket, minutes.length); i++) {
+        const at = (k: number): number => Number(values[i * fields.length + k] ?? 0)
+        count += at(0)
+        ok += at(1)
+        for (let b = 0; b < hist.length; b++) hist[b] = (hist[b] ?? 0) + at(2 + b)
+      }
+      total += count
+      points.push({
+        t: minutes[start] as number,
+        count,
+        per_minute: Math.round((count / perBucket) * 10) / 10,
+        success_pct: count === 0 ? null : Math.round((ok / count) * 1000) / 10,
+        p50_ms: quantile(hist, 0.5),
+        p99_ms: quantile(hist, 0.99)
+      })
+    }
+    return { points, total }
+  }
+}
