@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { baseUrl as configuredBase, type Config } from './config'
 import type { ServiceContext } from './context'
 import { busLagRoutes } from './admin-bus'
+import { markSandboxHost } from './ads/world'
 import { buildServer } from './http'
 import type { ServiceDefinition, Worker } from './service'
 
@@ -78,6 +79,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   let sandbox: FastifyInstance | undefined
   if (wantsSandbox) {
     sandbox = await buildServer(ctx, { publicUrl: config.sandboxPublicUrl, ready })
+    markSandboxHost(sandbox)
     for (const s of services) if (s.sandboxRoutes) await sandbox.register(async (instance) => s.sandboxRoutes?.(instance, ctx))
   }
 

@@ -3,9 +3,12 @@ import { Ads } from '../../common/errors'
 import { newShortId } from '../../common/ids'
 import type { StoreOp } from '../../common/store/types'
 import { withLock } from './catalog/lock'
-import { type Account, AccountKeys, accountFeatures, getAccount, userMayUse } from '../../common/ads/accounts'
+import { type Account, AccountKeys, accountFeatures, accountWorld, getAccount, userMayUse } from '../../common/ads/accounts'
+import type { AdsWorld } from '../../common/ads/world'
 
-export { INDUSTRY_TYPES, type IndustryType, type Account, AccountKeys, getAccount, userMayUse, requireAccount, accountFeatures } from '../../common/ads/accounts'
+export {
+  INDUSTRY_TYPES, type IndustryType, type Account, AccountKeys, getAccount, getAccountIn, accountWorld, userMayUse, requireAccount, accountFeatures
+} from '../../common/ads/accounts'
 
 /**
  * Advertising accounts: creating them, granting access and features. The
@@ -18,10 +21,10 @@ export { INDUSTRY_TYPES, type IndustryType, type Account, AccountKeys, getAccoun
  * each start from the latest committed record and none is lost.
  */
 
-export type PublicAccount = Omit<Account, 'owner_user_id' | 'user_ids'>
+export type PublicAccount = Omit<Account, 'owner_user_id' | 'user_ids' | 'world'>
 
 export function publicAccount(a: Account): PublicAccount {
-  const { owner_user_id: _owner, user_ids: _users, ...rest } = a
+  const { owner_user_id: _owner, user_ids: _users, world: _world, ...rest } = a
   return rest
 }
 
@@ -44,7 +47,7 @@ export function withAccountLock<T>(ctx: Pick<ServiceContext, 'store'>, accountId
 export async function createAccount(
   ctx: Pick<ServiceContext, 'store'>,
   ownerUserId: string,
-  input: { name?: string; business_id?: string | null; business_name?: string | null } = {},
+  input: { name?: string; business_id?: string | null; business_name?: string | null; world?: AdsWorld } = {},
   commit?: AccountCommit
 ): Promise<Account> {
   for (;;) {
@@ -62,14 +65,15 @@ export async function createAccount(
       updated_at: now,
       deleted: false,
       owner_user_id: ownerUserId,
-      user_ids: []
+      user_ids: [],
+      ...(input.world === 'sandbox' ? { world: 'sandbox' as const } : {})
     }
     // Under the id's lease, "the id is free" still holds when the batch commits.
     const created = await withAccountLock(ctx, account.id, async () => {
       if (await ctx.store.exists(AccountKeys.account(account.id))) return false
       const ops: StoreOp[] = [
         { op: 'set', key: AccountKeys.account(account.id), value: JSON.stringify(account) },
-        { op: 'zadd', key: AccountKeys.userAccounts(ownerUserId), score: Date.now(), member: account.id }
+        { op: 'zadd', key: AccountKeys.userAccounts(ownerUserId, accountWorld(account)), score: Date.now(), member: account.id }
       ]
       await (commit ? commit(ops, account) : ctx.store.batch(ops))
       return true
@@ -79,11 +83,11 @@ export async function createAccount(
   }
 }
 
-/** Accounts the user owns or was granted, in creation order (deleted ones included). */
-export async function listAccountsForUser(ctx: ServiceContext, userId: string): Promise<Account[]> {
-  const ids = await ctx.store.zrange(AccountKeys.userAccounts(userId), 0, -1)
+/** Accounts of `world` the user owns or was granted, in creation order (deleted ones included). */
+export async function listAccountsForUser(ctx: ServiceContext, userId: string, world: AdsWorld): Promise<Account[]> {
+  const ids = await ctx.store.zrange(AccountKeys.userAccounts(userId, world), 0, -1)
   const accounts = await ctx.store.mgetJson<Account>(ids.map((m) => AccountKeys.account(m.member)))
-  return accounts.filter((a): a is Account => a !== undefined)
+  return accounts.filter((a): a is Account => a !== undefined && accountWorld(a) === world)
 }
 
 /**
@@ -98,7 +102,7 @@ export async function grantAccountAccess(ctx: ServiceContext, accountId: string,
     const granted: Account = { ...account, user_ids: [...account.user_ids, userId] }
     await ctx.store.batch([
       { op: 'set', key: AccountKeys.account(accountId), value: JSON.stringify(granted) },
-      { op: 'zadd', key: AccountKeys.userAccounts(userId), score: Date.now(), member: accountId }
+      { op: 'zadd', key: AccountKeys.userAccounts(userId, accountWorld(account)), score: Date.now(), member: accountId }
     ])
     return granted
   })

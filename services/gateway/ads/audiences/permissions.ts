@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
-import { accountFeatures, getAccount, requireAccount, type Account } from '../accounts'
+import { accountFeatures, accountWorld, getAccountIn, requireAccount, type Account } from '../accounts'
 import { SHARE_OUTSIDE_BUSINESS_FEATURE } from '../../../common/ads/features'
 import { ADS_AUTH, actorOf, listOptions, paginate, Params, sendData } from '../conventions'
 import { withLock } from '../catalog/lock'
@@ -82,7 +82,8 @@ async function ownedAudience(ctx: ServiceContext, request: FastifyRequest, flavo
 async function checkSharingAllowed(ctx: ServiceContext, owner: Account, grantedId: string): Promise<Account> {
   if (!ACCOUNT_ID.test(grantedId)) throw Ads.invalid('granted_account_id', `Invalid granted_account_id "${grantedId.slice(0, 40)}"`)
   if (grantedId === owner.id) throw Ads.invalid('granted_account_id', 'An audience cannot be shared with the account that owns it')
-  const granted = await getAccount(ctx, grantedId)
+  // Only an account of the owner's world (production or sandbox) can be granted.
+  const granted = await getAccountIn(ctx, grantedId, accountWorld(owner))
   if (!granted || granted.deleted) throw new AdsError(400, { code: 'INVALID_PARAMETER', message: `Account ${grantedId} was not found`, parameter: 'granted_account_id' })
   const sameBusiness = owner.business_id !== null && owner.business_id === granted.business_id
   if (!sameBusiness && !(await accountFeatures(ctx, owner.id)).has(SHARE_OUTSIDE_BUSINESS_FEATURE)) {

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import { worldOf } from '../../../common/ads/world'
 import type { ServiceContext } from '../../../common/context'
 import { Ads } from '../../../common/errors'
 import { type Account, AccountKeys, accountFeatures, INDUSTRY_TYPES, listAccountsForUser, nowIso, publicAccount, requireAccount, withAccountLock } from '../accounts'
@@ -48,7 +49,7 @@ export async function registerAccountRoutes(app: FastifyInstance, ctx: ServiceCo
     const ids = p.list('account_ids', { max: 200 })
     const q = p.string('q', { max: 255 })
     const opts = listOptions(p, { countDefault: 200, countMax: 1000, sortable: ['name', 'created_at', 'updated_at', 'id'] })
-    const accounts = (await listAccountsForUser(ctx, userIdOf(request))).filter((a) => matchesNamePrefix(a.name, q))
+    const accounts = (await listAccountsForUser(ctx, userIdOf(request), worldOf(request))).filter((a) => matchesNamePrefix(a.name, q))
     const page = filterByIds(accounts, ids, opts)
     return sendData(request, reply, page.data.map(publicAccount), 'account', pageExtras(page))
   })

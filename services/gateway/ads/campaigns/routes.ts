@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import { isSandboxHost } from '../../../common/ads/world'
 import type { ServiceContext } from '../../../common/context'
 import { registerAccountRoutes } from './account-routes'
 import { registerCampaignAdminRoutes } from './admin'
@@ -7,7 +8,7 @@ import { registerCampaignEntityRoutes } from './campaigns'
 import { registerCuratedCategoryRoutes } from './curated-categories'
 import { registerFundingInstrumentRoutes } from './funding-instruments'
 import { registerLineItemRoutes } from './line-item-routes'
-import { isSandboxServer, registerSandboxOnlyRefusals } from './sandbox'
+import { registerSandboxOnlyRefusals } from './sandbox'
 
 /**
  * Campaign management on {ads_url} (and again on {ads_sandbox_url}, whose
@@ -23,7 +24,7 @@ export async function registerCampaignRoutes(app: FastifyInstance, ctx: ServiceC
   await registerCampaignEntityRoutes(app, ctx)
   await registerLineItemRoutes(app, ctx)
   await registerCuratedCategoryRoutes(app, ctx)
-  if (!isSandboxServer(app)) {
+  if (!isSandboxHost(app)) {
     await registerCampaignAdminRoutes(app, ctx)
     registerSandboxOnlyRefusals(app)
   }

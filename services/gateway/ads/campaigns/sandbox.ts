@@ -1,5 +1,4 @@
 import type { FastifyInstance } from 'fastify'
-import type { Server } from 'node:http'
 import type { ServiceContext } from '../../../common/context'
 import { Ads } from '../../../common/errors'
 import {
@@ -49,20 +48,11 @@ export function registerSandboxOnlyRefusals(app: FastifyInstance): void {
   }
 }
 
-/** Servers the sandbox routes were registered on (the campaign routes skip operator routes there). */
-const sandboxServers = new WeakSet<object>()
-
-export function isSandboxServer(app: FastifyInstance): boolean {
-  return sandboxServers.has(app.server as Server)
-}
-
 export async function registerSandboxRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
-  sandboxServers.add(app.server as Server)
-
   app.post('/12/accounts', { config: { auth: ADS_AUTH } }, async (request, reply) => {
     const actor = actorOf(request)
     // The account and its CREATE change commit together (the outbox publishes the change).
-    const account = await createAccount(ctx, userIdOf(request), {}, (ops, created) => commitEntityChanges(ctx, ops, [accountChange(created, 'CREATE', actor)]))
+    const account = await createAccount(ctx, userIdOf(request), { world: 'sandbox' }, (ops, created) => commitEntityChanges(ctx, ops, [accountChange(created, 'CREATE', actor)]))
     await createDefaultFundingInstrument(ctx, account.id, actor)
     return sendData(request, reply, publicAccount(account), 'account')
   })

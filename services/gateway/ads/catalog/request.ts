@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify'
+import { type AdsWorld, worldOf } from '../../../common/ads/world'
 import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
 import { type Params, userIdOf } from '../conventions'
@@ -26,24 +27,24 @@ export function readUserId(p: Params): string | undefined {
 
 export async function catalogOfRequest(ctx: ServiceContext, request: FastifyRequest): Promise<Catalog> {
   const callerId = userIdOf(request)
-  const catalog = await requireCatalogOrDelegated(ctx, callerId, params(request).product_catalog_id ?? '')
+  const catalog = await requireCatalogOrDelegated(ctx, callerId, params(request).product_catalog_id ?? '', worldOf(request))
   return catalog
 }
 
 /** The path's catalog, owned by the caller or by a user the caller may act for. */
-async function requireCatalogOrDelegated(ctx: ServiceContext, callerId: string, catalogId: string): Promise<Catalog> {
+async function requireCatalogOrDelegated(ctx: ServiceContext, callerId: string, catalogId: string, world: AdsWorld): Promise<Catalog> {
   try {
-    return await requireCatalog(ctx, callerId, catalogId)
+    return await requireCatalog(ctx, callerId, catalogId, world)
   } catch (err) {
     if (!(err instanceof AdsError) || err.statusCode !== 403) throw err
     const owner = (await ctx.store.getJson<Catalog>(CatalogKeys.catalog(catalogId)))?.user_id
     if (owner === undefined) throw err
     try {
-      await actingUser(ctx, callerId, owner)
+      await actingUser(ctx, callerId, owner, world)
     } catch {
       throw err
     }
-    return requireCatalog(ctx, owner, catalogId)
+    return requireCatalog(ctx, owner, catalogId, world)
   }
 }
 

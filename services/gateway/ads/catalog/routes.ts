@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import { worldOf } from '../../../common/ads/world'
 import type { ServiceContext } from '../../../common/context'
 import { Ads } from '../../../common/errors'
 import { ADS_AUTH, actorOf, Params, requireJsonBody, sendData, userIdOf } from '../conventions'
@@ -23,16 +24,16 @@ export async function registerCatalogRoutes(app: FastifyInstance, ctx: ServiceCo
 
   app.get('/12/product_catalogs', route, async (request, reply) => {
     const p = Params.query(request)
-    const userId = await actingUser(ctx, userIdOf(request), readUserId(p))
-    const catalog = await catalogOfUser(ctx, userId)
+    const userId = await actingUser(ctx, userIdOf(request), readUserId(p), worldOf(request))
+    const catalog = await catalogOfUser(ctx, userId, worldOf(request))
     return sendData(request, reply, catalog ? [publicCatalog(catalog)] : [], 'product_catalog', { next_cursor: null })
   })
 
   app.post('/12/product_catalogs', route, async (request, reply) => {
     const p = Params.query(request)
     const name = readName(p, true) as string
-    const userId = await actingUser(ctx, userIdOf(request), readUserId(p))
-    const catalog = await createCatalog(ctx, userId, name, actorOf(request))
+    const userId = await actingUser(ctx, userIdOf(request), readUserId(p), worldOf(request))
+    const catalog = await createCatalog(ctx, userId, worldOf(request), name, actorOf(request))
     return sendData(request, reply, publicCatalog(catalog), 'product_catalog')
   })
 

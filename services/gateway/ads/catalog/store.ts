@@ -1,3 +1,4 @@
+import type { AdsWorld } from '../../../common/ads/world'
 import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
 import { newNumericId } from '../../../common/ids'
@@ -40,6 +41,8 @@ export interface Catalog {
   user_id: string
   created_at: string
   updated_at: string
+  /** Internal: the world of the catalog (common/ads/world.ts); absent means production. */
+  world?: AdsWorld
 }
 
 export type StoredProduct = Product & { seq: number }
@@ -77,7 +80,7 @@ export interface PublicProductSet {
 }
 
 export const CatalogKeys = {
-  byUser: (userId: string) => `ads:catalog:by-user:${userId}`,
+  byUser: (userId: string, world: AdsWorld) => (world === 'sandbox' ? `ads:sandbox:catalog:by-user:${userId}` : `ads:catalog:by-user:${userId}`),
   catalog: (cid: string) => `ads:catalog:${cid}`,
   prefix: (cid: string) => `ads:catalog:${cid}:`,
   product: (cid: string, key: string) => `ads:catalog:${cid}:product:${key}`,
@@ -90,7 +93,7 @@ export const CatalogKeys = {
   sets: (cid: string) => `ads:catalog:${cid}:sets`,
   set: (cid: string, sid: string) => `ads:catalog:${cid}:set:${sid}`,
   lock: (cid: string) => `ads:catalog:${cid}:lock`,
-  userLock: (userId: string) => `ads:catalog:by-user-lock:${userId}`,
+  userLock: (userId: string, world: AdsWorld) => (world === 'sandbox' ? `ads:sandbox:catalog:by-user-lock:${userId}` : `ads:catalog:by-user-lock:${userId}`),
   evalQueue: 'ads:catalog:eval-queue'
 }
 
@@ -144,8 +147,13 @@ export function productChange(userId: string, before: StoredProduct | undefined,
 
 // ------------------------------------------------------------------ catalogs
 
-export async function catalogOfUser(ctx: ServiceContext, userId: string): Promise<Catalog | undefined> {
-  const id = await ctx.store.get(CatalogKeys.byUser(userId))
+export function catalogWorld(c: Pick<Catalog, 'world'>): AdsWorld {
+  return c.world ?? 'production'
+}
+
+/** The user's catalog in `world`: each world has its own (one per user in each). */
+export async function catalogOfUser(ctx: ServiceContext, userId: string, world: AdsWorld): Promise<Catalog | undefined> {
+  const id = await ctx.store.get(CatalogKeys.byUser(userId, world))
   return id === undefined ? undefined : ctx.store.getJson<Catalog>(CatalogKeys.catalog(id))
 }
 
@@ -154,18 +162,18 @@ export async function catalogOfUser(ctx: ServiceContext, userId: string): Promis
  * holds under concurrent creates; the user's slot, the catalog and its
  * CREATE change commit in one batch.
  */
-export async function createCatalog(ctx: ServiceContext, userId: string, name: string, actor: Actor): Promise<Catalog> {
-  return withLock(ctx.store, CatalogKeys.userLock(userId), async () => {
-    const existing = await catalogOfUser(ctx, userId)
+export async function createCatalog(ctx: ServiceContext, userId: string, world: AdsWorld, name: string, actor: Actor): Promise<Catalog> {
+  return withLock(ctx.store, CatalogKeys.userLock(userId, world), async () => {
+    const existing = await catalogOfUser(ctx, userId, world)
     if (existing) {
       throw new AdsError(409, { code: 'DUPLICATE', message: `A user can have only one product catalog; this user already has catalog ${existing.id}`, parameter: 'name' })
     }
     const now = nowIso()
-    const catalog: Catalog = { id: newNumericId(), name, user_id: userId, created_at: now, updated_at: now }
+    const catalog: Catalog = { id: newNumericId(), name, user_id: userId, created_at: now, updated_at: now, ...(world === 'sandbox' ? { world } : {}) }
     await commitEntityChanges(
       ctx,
       [
-        { op: 'set', key: CatalogKeys.byUser(userId), value: catalog.id },
+        { op: 'set', key: CatalogKeys.byUser(userId, world), value: catalog.id },
         { op: 'set', key: CatalogKeys.catalog(catalog.id), value: JSON.stringify(catalog) }
       ],
       [catalogChange(userId, 'PRODUCT_CATALOG', 'CREATE', catalog.id, publicCatalog(catalog), undefined, actor)]
@@ -174,11 +182,11 @@ export async function createCatalog(ctx: ServiceContext, userId: string, name: s
   })
 }
 
-/** The catalog of the path, which must be the caller's: another user's is 403, an unknown id 404. */
-export async function requireCatalog(ctx: ServiceContext, userId: string, catalogId: string): Promise<Catalog> {
+/** The catalog of the path, which must be the caller's: another user's is 403, an unknown id (or another world's) 404. */
+export async function requireCatalog(ctx: ServiceContext, userId: string, catalogId: string, world: AdsWorld): Promise<Catalog> {
   if (!/^[0-9]{1,19}$/.test(catalogId)) throw Ads.invalid('product_catalog_id', `Invalid product_catalog_id "${catalogId.slice(0, 40)}"`)
   const catalog = await ctx.store.getJson<Catalog>(CatalogKeys.catalog(catalogId))
-  if (!catalog) throw new AdsError(404, { code: 'NOT_FOUND', message: `Product catalog ${catalogId} was not found`, parameter: 'product_catalog_id' })
+  if (!catalog || catalogWorld(catalog) !== world) throw new AdsError(404, { code: 'NOT_FOUND', message: `Product catalog ${catalogId} was not found`, parameter: 'product_catalog_id' })
   if (catalog.user_id !== userId) {
     throw new AdsError(403, { code: 'ACTION_NOT_ALLOWED', message: `User does not have access to product catalog ${catalogId}`, parameter: 'product_catalog_id' })
   }
@@ -214,7 +222,7 @@ export async function deleteCatalog(ctx: ServiceContext, catalog: Catalog, actor
   }
   const ops: StoreOp[] = [
     { op: 'del', key: CatalogKeys.catalog(catalog.id) },
-    { op: 'del', key: CatalogKeys.byUser(catalog.user_id) },
+    { op: 'del', key: CatalogKeys.byUser(catalog.user_id, catalogWorld(catalog)) },
     ...keys.map((key): StoreOp => ({ op: 'del', key })),
     ...sets.map((set): StoreOp => ({ op: 'zrem', key: CatalogKeys.evalQueue, members: [`${catalog.id}:${set.id}`] }))
   ]

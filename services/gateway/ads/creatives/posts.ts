@@ -9,7 +9,7 @@ import { newNumericId } from '../../../common/ids'
 import { findUserByScreenName, getUser } from '../../identity'
 import { mediaUrl } from '../../media/records'
 import type { MediaType } from '../../media/rules'
-import { type Account, requireAccount } from '../accounts'
+import { type Account, accountWorld, requireAccount } from '../accounts'
 import { actorOf, ADS_API_VERSION, ADS_AUTH, listOptions, paginate, Params, userIdOf } from '../conventions'
 import { type AdsEntity, EntityRepo } from '../entities'
 import type { OutboxMessage } from '../../outbox'
@@ -26,7 +26,8 @@ import type { CreativeRepos } from './repos'
  * given the caller's account access). Nullcast ("promoted-only") posts are
  * the default; an organic post (`nullcast=false`, only as the caller
  * themselves) is published as `post.create` on activity.events so activity
- * subscribers of that user receive it. Responses use the classic post shape,
+ * subscribers of that user receive it; a post of a sandbox account stays in
+ * the sandbox world and is never published there. Responses use the classic post shape,
  * whose `id` is a 64-bit JSON integer (written exactly, next to `id_str`).
  */
 
@@ -383,7 +384,7 @@ async function createPost(ctx: ServiceContext, repos: CreativeRepos, request: Fa
     ...video,
     entities,
     mentions: await mentionsOf(ctx, entities)
-  }, actorOf(request), { alsoPublish: (created) => (created.nullcast ? [] : [postCreateMessage(created, author)]) })
+  }, actorOf(request), { alsoPublish: (created) => (created.nullcast || accountWorld(account) === 'sandbox' ? [] : [postCreateMessage(created, author)]) })
   for (const m of media) {
     const entry = await repos.library.get(account.id, m.media_key)
     if (entry && !entry.tweeted) await repos.library.update(account.id, m.media_key, { tweeted: true }, actorOf(request))
