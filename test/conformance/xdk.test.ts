@@ -1,0 +1,109 @@
+import t from 'tap'
+import { ApiError, Client, OAuth1 } from '@xdevplatform/xdk'
+import { createIdentity, eventually, startTestRuntime } from '../helper'
+import { ingest, nextUserId, OPERATOR_TOKEN, sampleEvent } from '../activity/support'
+import { startReceiver } from '../webhooks/support'
+import { OpenApiAudit } from './support/openapi-audit'
+import { Recorder } from './support/recorder'
+import { clientVersion, reportCalls } from './support/clients'
+
+/**
+ * The platform's official TypeScript SDK, `@xdevplatform/xdk`, unmodified:
+ * its only setting changed is `baseUrl` (the Client option for the host),
+ * pointed at a recorder in front of the running product. It sends
+ * `Content-Type: application/json` on every call, bodies or not, and reads
+ * answers with its own key transformation (snake_case to camelCase).
+ */
+
+const WAIT = 15_000
+
+t.test('@xdevplatform/xdk: webhooks, account activity, activity subscriptions, the stream, errors', async (t) => {
+  const rt = await startTestRuntime(t, { env: { OPERATOR_TOKEN, STREAM_KEEPALIVE: '200ms' } })
+  const id = await createIdentity(rt.ctx.store)
+  const recorder = await Recorder.start(t, rt.baseUrl)
+  const receiver = await startReceiver(t, id.app.consumer_secret)
+  const app = new Client({ baseUrl: recorder.url, bearerToken: id.bearer })
+  const oauth1 = new OAuth1({ apiKey: id.app.consumer_key, apiSecret: id.app.consumer_secret, callback: 'oob', accessToken: id.token.token, accessTokenSecret: id.token.secret })
+  const user = new Client({ baseUrl: recorder.url, oauth1 })
+
+  // ------------------------------------------------------------ webhooks
+  const created = await app.webhooks.create({ url: receiver.url })
+  const webhook = (created as { data: { id: string; url: string; valid: boolean; createdAt: string } }).data
+  t.match(webhook, { url: receiver.url, valid: true }, 'create: the SDK reads the webhook')
+  t.match(webhook.id, /^\d{1,19}$/)
+  t.match(webhook.createdAt, /^\d{4}-\d\d-\d\dT/, 'created_at arrives as the SDK\'s createdAt')
+
+  const listed = (await app.webhooks.get()) as { data: Array<{ id: string; valid: boolean }>; meta: { resultCount: number } }
+  t.same(listed.data.map((w) => [w.id, w.valid]), [[webhook.id, true]], 'list')
+  t.equal(listed.meta.resultCount, 1)
+
+  const validated = (await app.webhooks.validate(webhook.id)) as unknown as { data: { attempted: boolean } }
+  t.same(validated, { data: { attempted: true } }, 'validate: PUT with the SDK\'s JSON content type and no body')
+  t.equal(receiver.crcCount, 2, 'the validation ran a CRC against the receiver')
+
+  // ------------------------------------------------------------ account activity (user context, OAuth 1.0a)
+  const subscribed = (await user.accountActivity.createSubscription(webhook.id, {})) as { data: { subscribed: boolean } }
+  t.same(subscribed, { data: { subscribed: true } }, 'account activity: subscribe the user')
+  const check = (await user.accountActivity.validateSubscription(webhook.id)) as { data: { subscribed: boolean } }
+  t.same(check, { data: { subscribed: true } })
+  const count = (await app.accountActivity.getSubscriptionCount()) as { data: { subscriptionsCountAll: string } }
+  t.equal(count.data.subscriptionsCountAll, '1')
+  const unsubscribed = (await app.accountActivity.deleteSubscription(webhook.id, id.user.id)) as { data: { subscribed: boolean } }
+  t.same(unsubscribed, { data: { subscribed: false } }, 'account activity: delete the subscription')
+
+  // ------------------------------------------------------------ activity subscriptions and the stream
+  const watched = nextUserId()
+  const sub = (await app.activity.createSubscription({ eventType: 'post.create', filter: { userId: watched }, tag: 'xdk' })) as {
+    data: { subscription: { subscriptionId: string; eventType: string; filter: { userId: string }; tag: string } }
+  }
+  t.match(sub.data.subscription, { eventType: 'post.create', filter: { userId: watched }, tag: 'xdk' }, 'create: the SDK\'s camelCase body arrives as the platform\'s snake_case')
+  const subs = (await app.activity.getSubscriptions()) as { data: Array<{ subscriptionId: string }>; meta: { resultCount: number } }
+  t.same(subs.data.map((s) => s.subscriptionId), [sub.data.subscription.subscriptionId], 'list')
+
+  const stream = await app.stream.activity()
+  t.teardown(() => stream.close())
+  const events: Array<{ data?: { eventType?: string; event_type?: string; tag?: string; payload?: { text?: string } } }> = []
+  stream.on('data', (d: unknown) => {
+    if (d && typeof d === 'object' && 'data' in d) events.push(d as (typeof events)[number])
+  })
+  // The stream is registered with the node before the event is published.
+  await eventually(async () => /stream_connections_opened_total\{[^}]*\} 1/.test(await fetch(`${rt.baseUrl}/metrics`).then((r) => r.text())), WAIT)
+  const published = await ingest(rt.baseUrl, [sampleEvent('post.create', watched, { text: 'hello xdk' })])
+  t.equal(published.status, 200, published.text)
+  await eventually(() => events.length >= 1, WAIT)
+  t.match(events[0], { data: { tag: 'xdk', payload: { text: 'hello xdk' } } }, 'the stream delivers the event to the SDK\'s reader')
+  stream.close()
+
+  const removed = (await app.activity.deleteSubscription(sub.data.subscription.subscriptionId)) as { data: { deleted: boolean }; meta: { totalSubscriptions: number } }
+  t.same(removed, { data: { deleted: true }, meta: { totalSubscriptions: 0 } }, 'delete: DELETE with the SDK\'s JSON content type and no body')
+
+  // ------------------------------------------------------------ errors
+  const gone = await app.webhooks.delete(webhook.id)
+  t.same(gone, { data: { deleted: true } }, 'delete the webhook')
+  const again = await app.webhooks.delete(webhook.id).then(
+    () => undefined,
+    (err: unknown) => err
+  )
+  t.type(again, ApiError, 'a second delete is an ApiError')
+  const apiError = again as ApiError & { data: { type: string; errors: Array<{ message: string }> } }
+  t.equal(apiError.status, 400)
+  t.equal(apiError.data.type, 'https://api.twitter.com/2/problems/invalid-request', 'the SDK exposes the Problem')
+  t.match(apiError.data.errors[0]?.message, /^WebhookIdInvalid/)
+  const unauthorized = await new Client({ baseUrl: recorder.url, bearerToken: 'not-a-token' }).webhooks.get().then(
+    () => undefined,
+    (err: unknown) => err as ApiError
+  )
+  t.equal(unauthorized?.status, 401, 'a bad token is a 401 ApiError')
+  const badUrl = await app.webhooks.create({ url: 'http://127.0.0.1:1/nothing-listens' }).then(
+    () => undefined,
+    (err: unknown) => err as ApiError & { data: { errors: Array<{ message: string }> } }
+  )
+  t.equal(badUrl?.status, 400)
+  t.match(badUrl?.data.errors[0]?.message, /^CrcValidationFailed/, 'a failing CRC names its reason')
+
+  // Every call carried the SDK's JSON content type, bodies or not.
+  t.ok(recorder.exchanges.every((e) => String(e.requestHeaders['content-type']).startsWith('application/json')), 'the SDK sent Content-Type: application/json on every call')
+  t.ok(recorder.exchanges.some((e) => e.method === 'DELETE' && e.requestBody === ''), 'including bodiless DELETEs')
+  new OpenApiAudit().check(t, recorder.exchanges, 'xdk')
+  reportCalls(t, '@xdevplatform/xdk', clientVersion('@xdevplatform/xdk'), recorder)
+})
