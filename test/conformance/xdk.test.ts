@@ -85,10 +85,9 @@ t.test('@xdevplatform/xdk: webhooks, account activity, activity subscriptions, t
     (err: unknown) => err
   )
   t.type(again, ApiError, 'a second delete is an ApiError')
-  const apiError = again as ApiError & { data: { type: string; errors: Array<{ message: string }> } }
-  t.equal(apiError.status, 400)
-  t.equal(apiError.data.type, 'https://api.twitter.com/2/problems/invalid-request', 'the SDK exposes the Problem')
-  t.match(apiError.data.errors[0]?.message, /^WebhookIdInvalid/)
+  const apiError = again as ApiError & { data: { type: string; resource_type: string; resource_id: string; detail: string } }
+  t.equal(apiError.status, 404)
+  t.match(apiError.data, { type: 'https://api.twitter.com/2/problems/resource-not-found', resource_type: 'webhook', resource_id: webhook.id }, 'the SDK exposes the Problem')
   const unauthorized = await new Client({ baseUrl: recorder.url, bearerToken: 'not-a-token' }).webhooks.get().then(
     () => undefined,
     (err: unknown) => err as ApiError

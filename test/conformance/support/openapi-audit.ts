@@ -1,6 +1,6 @@
 import fs from 'node:fs'
 import type { Test } from 'tap'
-import { OPENAPI_FILE, openApiValidators, type ComponentSchemas } from '../../support/openapi'
+import { OPENAPI_FILE, openApiValidators, productResourceTypes, type ComponentSchemas } from '../../support/openapi'
 import type { EventType } from '../../../services/activity/event-types'
 import { OPENAPI_PAYLOADS } from '../../activity/support'
 import type { Exchange } from './recorder'
@@ -30,6 +30,11 @@ export const DEVIATIONS: Array<{ schema: string; why: string; patch: (schemas: C
         anyOf: [error, { type: 'object', required: ['errors'], properties: { errors: { type: 'array', minItems: 1, items: error } } }]
       }
     }
+  },
+  {
+    schema: 'ResourceNotFoundProblem',
+    why: 'resource_type names webhook and subscription, which the public enum lacks (docs/architecture.md, v2 Problems)',
+    patch: productResourceTypes
   },
   {
     schema: 'WebhookConfigCreateResponse',
@@ -89,6 +94,14 @@ function loadOperations(): Operation[] {
   return out.sort((a, b) => params(a) - params(b))
 }
 
+/** The Problems of a body: the body itself when it is one, else the items of its `errors` array that are. */
+function problemsIn(schema: string, value: unknown): Array<Record<string, unknown>> {
+  if (value === null || typeof value !== 'object') return []
+  const v = value as Record<string, unknown>
+  if (schema === 'Problem') return [v]
+  return Array.isArray(v.errors) ? (v.errors as unknown[]).filter((e): e is Record<string, unknown> => e !== null && typeof e === 'object' && 'type' in e) : []
+}
+
 export interface AuditResult {
   /** Responses checked, by operation. */
   checked: Map<string, number>
@@ -102,6 +115,12 @@ export class OpenApiAudit {
   private readonly validators = openApiValidators((schemas) => {
     for (const d of DEVIATIONS) d.patch(schemas)
   })
+
+  /** Problem type URI → the schema its discriminator selects (ajv ignores discriminators). */
+  private readonly problemSchemas: Record<string, string> = (() => {
+    const doc = JSON.parse(fs.readFileSync(OPENAPI_FILE, 'utf8')) as { components: { schemas: { Problem: { discriminator: { mapping: Record<string, string> } } } } }
+    return Object.fromEntries(Object.entries(doc.components.schemas.Problem.discriminator.mapping).map(([type, ref]) => [type, refName(ref)]))
+  })()
 
   private operationFor(method: string, path: string): Operation | undefined {
     return this.operations.find((o) => o.method === method && o.pattern.test(path))
@@ -135,6 +154,11 @@ export class OpenApiAudit {
         }
         const errors = this.validators.errors(schema, value)
         if (errors !== undefined) result.failures.push(`${where}: not a ${schema}: ${errors} in ${text.slice(0, 300)}`)
+        for (const problem of problemsIn(schema, value)) {
+          const subtype = this.problemSchemas[String(problem.type)]
+          const subErrors = subtype === undefined ? undefined : this.validators.errors(subtype, problem)
+          if (subErrors !== undefined) result.failures.push(`${where}: not a ${subtype}: ${subErrors}`)
+        }
         const event = (value as { data?: { event_type?: string; payload?: unknown } }).data
         const payloadSchema = schema === 'ActivityStreamingResponse' ? OPENAPI_PAYLOADS[event?.event_type as EventType] : undefined
         if (payloadSchema !== undefined) {
