@@ -3,9 +3,9 @@ import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
 import { requireAccount } from '../accounts'
 import { actorOf, ADS_AUTH, listOptions, Params, sendData } from '../conventions'
-import { type AdsEntity, EntityRepo } from '../entities'
+import type { EntityRepo } from '../entities'
+import { type BudgetOptimization, BUDGET_OPTIMIZATIONS, type Campaign, CAMPAIGN_CREATE_STATUSES, CAMPAIGN_UPDATE_STATUSES, campaigns } from './campaign-records'
 import { ableToFund, fundingInstruments } from './funding-instruments'
-import { withLock } from '../catalog/lock'
 import { type LineItem, lineItems } from './line-items'
 import { filterByIds, matchesNamePrefix, pageExtras } from './lists'
 import { keepChangesOnly, type WholeObjectRules } from '../whole-object'
@@ -15,56 +15,15 @@ import { keepChangesOnly, type WholeObjectRules } from '../whole-object'
  * items spend it. Shapes and parameters follow the public platform's
  * campaign reference. `servable`, `reasons_not_servable` and
  * `effective_status` are derived at read time from the campaign, its line
- * items and its funding instrument, so they never go stale.
+ * items and its funding instrument, so they never go stale. The stored
+ * campaign, its repository and its lease are in ./campaign-records (line
+ * items need them too).
  */
-
-export const BUDGET_OPTIMIZATIONS = ['CAMPAIGN', 'LINE_ITEM'] as const
-export type BudgetOptimization = (typeof BUDGET_OPTIMIZATIONS)[number]
-export const CAMPAIGN_CREATE_STATUSES = ['ACTIVE', 'DRAFT', 'PAUSED'] as const
-export const CAMPAIGN_UPDATE_STATUSES = ['ACTIVE', 'PAUSED'] as const
-export type CampaignStatus = (typeof CAMPAIGN_CREATE_STATUSES)[number]
-
-export interface Campaign extends AdsEntity {
-  name: string
-  funding_instrument_id: string
-  budget_optimization: BudgetOptimization
-  daily_budget_amount_local_micro: number | null
-  total_budget_amount_local_micro: number | null
-  entity_status: CampaignStatus
-  purchase_order_number: string | null
-  standard_delivery: boolean | null
-  start_time: string | null
-  end_time: string | null
-  duration_in_days: number | null
-  frequency_cap: number | null
-  currency: string
-}
 
 export interface RenderedCampaign extends Campaign {
   servable: boolean | null
   reasons_not_servable: string[]
   effective_status: string
-}
-
-/**
- * The campaign repository. No `render`: the stored campaign has no internal
- * field, and the fields a read adds (servable, reasons_not_servable,
- * effective_status) are derived from other entities at read time, so they
- * are not part of the campaign's change history.
- */
-export function campaigns(ctx: ServiceContext): EntityRepo<Campaign> {
-  return new EntityRepo<Campaign>(ctx, 'CAMPAIGN', 'campaign')
-}
-
-/**
- * Runs `fn` holding the campaign's entity lease: the lease of every change
- * of the campaign (EntityRepo), taken also by the line item writes whose
- * rules depend on the campaign (create, PUT), so those rules and a
- * budget-optimization switch never pass on copies that another request is
- * changing. Lock order: campaign, then line item.
- */
-export function withCampaignLock<T>(ctx: ServiceContext, accountId: string, campaignId: string, fn: () => Promise<T>): Promise<T> {
-  return withLock(ctx.store, campaigns(ctx).lockKey(accountId, campaignId), fn)
 }
 
 const NAME_MAX = 255

@@ -2,7 +2,7 @@ import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
 import type { Params } from '../conventions'
 import { type AdsEntity, EntityRepo } from '../entities'
-import type { Campaign } from './campaigns'
+import type { Campaign } from './campaign-records'
 import {
   APP_OBJECTIVES,
   type BidStrategy,

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
 import { requireAccount } from '../accounts'
 import { actorOf, ADS_AUTH, listOptions, paginate, Params, sendData } from '../conventions'
-import type { AdsEntity } from '../entities'
+import { CREATIVE_TYPES, renderAccountMedia } from './records'
 import type { CreativeRepos } from './repos'
 
 /**
@@ -10,32 +10,6 @@ import type { CreativeRepos } from './repos'
  * video added to the media library shows up here as PREROLL (library.ts);
  * this module lists, reads and deletes them.
  */
-
-export const CREATIVE_TYPES = [
-  'BANNER', 'BANNER_TABLET', 'INTERSTITIAL', 'INTERSTITIAL_LANDSCAPE', 'INTERSTITIAL_LANDSCAPE_TABLET',
-  'INTERSTITIAL_TABLET', 'MEDIUM_RECTANGLE', 'PREROLL', 'VAST_PREROLL'
-] as const
-export type CreativeType = (typeof CREATIVE_TYPES)[number]
-
-export interface AccountMediaEntity extends AdsEntity {
-  video_id: string | null
-  media_url: string | null
-  creative_type: CreativeType
-  /** Internal: the library media it came from. */
-  media_key: string
-}
-
-export function renderAccountMedia(e: AccountMediaEntity): Record<string, unknown> {
-  return {
-    video_id: e.video_id,
-    media_url: e.media_url,
-    creative_type: e.creative_type,
-    id: e.id,
-    created_at: e.created_at,
-    updated_at: e.updated_at,
-    deleted: e.deleted
-  }
-}
 
 const ID = /^[0-9a-z]{1,32}$/
 

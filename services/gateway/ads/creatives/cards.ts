@@ -6,11 +6,10 @@ import { requireAccount } from '../accounts'
 import { actorOf, ADS_AUTH, listOptions, paginate, Params, requireJsonBody, sendData } from '../conventions'
 import type { AdsEntity } from '../entities'
 import { clock } from './clock'
-import { CARD_TYPES, type CardType, type Component, type MediaResolver, validateComponents, validateSlides, type ValidatedCard } from './components'
-import { renderConversation } from './conversation-cards'
+import { CARD_TYPES, type MediaResolver, validateComponents, validateSlides, type ValidatedCard } from './components'
 import { requireLibraryMedia } from './library'
 import { mediaBase } from './params'
-import { renderPoll } from './polls'
+import { type CardEntity, renderCard, renderConversation, renderPoll } from './records'
 import type { CreativeRepos } from './repos'
 
 /**
@@ -21,31 +20,10 @@ import type { CreativeRepos } from './repos'
  * (poll, video and image conversation). `cards/all` fetches any card by URI.
  */
 
-export interface CardEntity extends AdsEntity {
-  name: string
-  card_uri: string
-  card_type: CardType
-  components?: Component[]
-  slides?: Component[][]
-}
-
 const LEGACY_TYPES = ['TEXT_POLLS', 'IMAGE_POLLS', 'VIDEO_POLLS', 'VIDEO_CONVERSATION', 'IMAGE_CONVERSATION'] as const
 const CARD_ID = /^[0-9]{1,19}$/
 const CARD_URI = /^card:\/\/[0-9]{1,19}$/
 const NAME_MAX = 80
-
-export function renderCard(e: CardEntity): Record<string, unknown> {
-  return {
-    name: e.name,
-    ...(e.slides ? { slides: e.slides } : { components: e.components }),
-    created_at: e.created_at,
-    card_uri: e.card_uri,
-    id: e.id,
-    updated_at: e.updated_at,
-    deleted: e.deleted,
-    card_type: e.card_type
-  }
-}
 
 /** Any card of the account, rendered, with what the list filters and sorts on. */
 export interface AnyCard {

@@ -3,12 +3,12 @@ import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
 import { newNumericId } from '../../../common/ids'
 import { hasRatio } from '../../media/inspect'
-import { mediaUrl } from '../../media/records'
 import { requireAccount } from '../accounts'
 import { actorOf, ADS_AUTH, listOptions, paginate, Params, sendData } from '../conventions'
-import type { AdsEntity, NewFields } from '../entities'
-import { type MediaSnapshot, requireLibraryMedia, snapshotOf } from './library'
+import type { NewFields } from '../entities'
+import { requireLibraryMedia } from './library'
 import { mediaBase, readCta, readUrl } from './params'
+import { type ConversationEntity, type ConversationKind, type MediaSnapshot, ORDINALS, renderConversation, snapshotOf } from './records'
 import type { CreativeRepos } from './repos'
 
 /**
@@ -20,80 +20,9 @@ import type { CreativeRepos } from './repos'
  * checked as the card it would produce. Deleting one removes it for good.
  */
 
-export type ConversationKind = 'video' | 'image'
-export type ConversationCardType = 'VIDEO_CONVERSATION' | 'IMAGE_CONVERSATION'
-
-export interface ConversationEntity extends AdsEntity {
-  name: string
-  card_uri: string
-  card_type: ConversationCardType
-  title: string | null
-  first_cta: string
-  first_cta_tweet: string
-  second_cta: string | null
-  second_cta_tweet: string | null
-  third_cta: string | null
-  third_cta_tweet: string | null
-  fourth_cta: string | null
-  fourth_cta_tweet: string | null
-  thank_you_text: string
-  thank_you_url: string | null
-  media_key: string
-  media: MediaSnapshot
-  poster_media_key: string | null
-  poster_file: string | null
-  /** Write-only key: the response carries the image's URL. */
-  unlocked_image: MediaSnapshot | null
-  unlocked_video_media_key: string | null
-}
-
 const TEXT_MAX = 23
 const CTA_TWEET_MAX = 280
-const ORDINALS = ['second', 'third', 'fourth'] as const
 const REQUIRED = ['name', 'first_cta', 'first_cta_tweet', 'thank_you_text', 'media_key'] as const
-
-function ratioParts(ratio: string): [string, string] {
-  const [w, h] = ratio.split(':')
-  return [w ?? '', h ?? '']
-}
-
-export function renderConversation(e: ConversationEntity, base: string): Record<string, unknown> {
-  const out: Record<string, unknown> = {
-    name: e.name,
-    first_cta: e.first_cta,
-    first_cta_tweet: e.first_cta_tweet,
-    thank_you_text: e.thank_you_text,
-    media_key: e.media_key,
-    media_url: mediaUrl(base, e.media),
-    id: e.id,
-    created_at: e.created_at,
-    card_uri: e.card_uri,
-    title: e.title,
-    updated_at: e.updated_at,
-    deleted: e.deleted,
-    card_type: e.card_type
-  }
-  for (const n of ORDINALS) {
-    if (e[`${n}_cta`] !== null) {
-      out[`${n}_cta`] = e[`${n}_cta`]
-      out[`${n}_cta_tweet`] = e[`${n}_cta_tweet`]
-    }
-  }
-  if (e.thank_you_url !== null) out.thank_you_url = e.thank_you_url
-  if (e.unlocked_image) out.unlocked_image_url = mediaUrl(base, e.unlocked_image)
-  if (e.card_type === 'VIDEO_CONVERSATION') {
-    const [w, h] = ratioParts(e.media.aspect_ratio)
-    out.video_width = w
-    out.video_height = h
-    out.video_owner_id = e.media.owner_user_id
-    out.poster_media_url = e.poster_file ? mediaUrl(base, { file: e.poster_file }) : null
-    if (e.unlocked_video_media_key !== null) out.unlocked_video_media_key = e.unlocked_video_media_key
-  } else {
-    out.image_display_width = String(e.media.width)
-    out.image_display_height = String(e.media.height)
-  }
-  return out
-}
 
 type Draft = Partial<NewFields<ConversationEntity>>
 

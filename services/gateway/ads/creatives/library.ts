@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
-import { getMedia, getMediaByKey, MEDIA_KEY_PATTERN, mediaUrl, usableBy, type MediaRecord } from '../../media/records'
-import type { MediaCategory, MediaType } from '../../media/rules'
+import { getMedia, getMediaByKey, MEDIA_KEY_PATTERN, usableBy, type MediaRecord } from '../../media/records'
+import type { MediaType } from '../../media/rules'
 import { type Account, requireAccount } from '../accounts'
 import { actorOf, ADS_AUTH, listOptions, paginate, Params, sendData, userIdOf } from '../conventions'
-import type { AdsEntity } from '../entities'
 import type { CreativeRepos } from './repos'
 import { mediaBase } from './params'
+import { type LibraryEntity, MEDIA_TYPES, renderLibrary } from './records'
 
 /**
  * The account's media library: uploaded media (by media key) an account can
@@ -16,55 +16,6 @@ import { mediaBase } from './params'
  * key; the list has no `with_deleted`, so a deleted object is gone and the
  * same media can be added again.
  */
-
-export interface LibraryEntity extends AdsEntity {
-  media_key: string
-  media_type: MediaType
-  media_category: MediaCategory
-  media_status: 'TRANSCODE_COMPLETED'
-  name: string | null
-  file_name: string | null
-  title: string | null
-  description: string | null
-  poster_media_key: string | null
-  /** Milliseconds (videos); null otherwise. */
-  duration: number | null
-  aspect_ratio: string
-  tweeted: boolean
-  /** Internal: what cards and posts check and render. */
-  width: number
-  height: number
-  file: string
-  poster_file: string | null
-  owner_user_id: string
-}
-
-export const MEDIA_TYPES = ['GIF', 'IMAGE', 'VIDEO'] as const
-
-export function renderLibrary(e: LibraryEntity, base: string): Record<string, unknown> {
-  const out: Record<string, unknown> = {
-    tweeted: e.tweeted,
-    name: e.name,
-    file_name: e.file_name,
-    media_url: mediaUrl(base, e),
-    media_category: e.media_category,
-    media_key: e.media_key,
-    created_at: e.created_at,
-    media_status: e.media_status,
-    media_type: e.media_type,
-    updated_at: e.updated_at,
-    deleted: e.deleted
-  }
-  if (e.media_type !== 'IMAGE') {
-    out.duration = e.duration
-    out.description = e.description
-    out.title = e.title
-    out.poster_media_key = e.poster_media_key
-    out.poster_media_url = e.poster_file ? mediaUrl(base, { file: e.poster_file }) : null
-    out.aspect_ratio = e.aspect_ratio
-  }
-  return out
-}
 
 /** Users whose uploads the account may take: the caller and the account's users. */
 function accountUsers(account: Account, callerId: string): string[] {
@@ -250,31 +201,4 @@ export function registerLibraryRoutes(app: FastifyInstance, ctx: ServiceContext,
     const entity = await deleteFromLibrary(repos, account.id, request.params.media_key, actorOf(request))
     return sendData(request, reply, renderLibrary(entity, mediaBase(ctx, request)), 'media_library')
   })
-}
-
-/** What a card keeps of the library media it was made with (the card renders even if the media leaves the library). */
-export interface MediaSnapshot {
-  media_key: string
-  media_type: MediaType
-  width: number
-  height: number
-  aspect_ratio: string
-  duration: number | null
-  file: string
-  poster_file: string | null
-  owner_user_id: string
-}
-
-export function snapshotOf(e: LibraryEntity): MediaSnapshot {
-  return {
-    media_key: e.media_key,
-    media_type: e.media_type,
-    width: e.width,
-    height: e.height,
-    aspect_ratio: e.aspect_ratio,
-    duration: e.duration,
-    file: e.file,
-    poster_file: e.poster_file,
-    owner_user_id: e.owner_user_id
-  }
 }

@@ -2,14 +2,13 @@ import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
 import { Ads, AdsError } from '../../../common/errors'
 import { newNumericId } from '../../../common/ids'
-import { mediaUrl } from '../../media/records'
 import { accountFeatures, requireAccount } from '../accounts'
 import { MEDIA_POLLS_FEATURE } from '../../../common/ads/features'
 import { actorOf, ADS_AUTH, listOptions, paginate, Params, sendData } from '../conventions'
-import type { AdsEntity } from '../entities'
 import { clock, isoSeconds } from './clock'
-import { type MediaSnapshot, requireLibraryMedia, snapshotOf } from './library'
+import { requireLibraryMedia } from './library'
 import { mediaBase } from './params'
+import { type MediaSnapshot, POLL_DURATION, type PollEntity, renderPoll, snapshotOf } from './records'
 import type { CreativeRepos } from './repos'
 import { hasRatio } from '../../media/inspect'
 
@@ -20,73 +19,7 @@ import { hasRatio } from '../../media/inspect'
  * Numeric-looking values are strings on the wire, as on the public platform.
  */
 
-export type PollCardType = 'TEXT_POLLS' | 'IMAGE_POLLS' | 'VIDEO_POLLS'
-export type VotingStatus = 'open' | 'closed'
-
-export interface PollEntity extends AdsEntity {
-  name: string
-  card_uri: string
-  card_type: PollCardType
-  first_choice: string
-  second_choice: string
-  third_choice: string | null
-  fourth_choice: string | null
-  duration_in_minutes: number
-  start_time: string
-  end_time: string
-  /** Internal (media_key is write-only): what the card shows. */
-  media: MediaSnapshot | null
-}
-
-export const POLL_DURATION = { min: 5, max: 10080 } as const
 const CHOICE_MAX = 25
-
-/** Open until end_time, closed from then on. */
-export function votingStatus(poll: Pick<PollEntity, 'end_time'>, nowMs: number): VotingStatus {
-  return nowMs < Date.parse(poll.end_time) ? 'open' : 'closed'
-}
-
-function ratioParts(ratio: string): [string, string] {
-  const [w, h] = ratio.split(':')
-  return [w ?? '', h ?? '']
-}
-
-export function renderPoll(e: PollEntity, base: string, nowMs: number): Record<string, unknown> {
-  const out: Record<string, unknown> = {
-    name: e.name,
-    start_time: e.start_time,
-    first_choice: e.first_choice,
-    second_choice: e.second_choice,
-    end_time: e.end_time,
-    id: e.id,
-    created_at: e.created_at,
-    duration_in_minutes: String(e.duration_in_minutes),
-    card_uri: e.card_uri,
-    updated_at: e.updated_at,
-    deleted: e.deleted,
-    card_type: e.card_type,
-    voting_status: votingStatus(e, nowMs)
-  }
-  if (e.third_choice !== null) out.third_choice = e.third_choice
-  if (e.fourth_choice !== null) out.fourth_choice = e.fourth_choice
-  const media = e.media
-  if (media?.media_type === 'VIDEO') {
-    const [w, h] = ratioParts(media.aspect_ratio)
-    Object.assign(out, {
-      video_url: mediaUrl(base, media),
-      video_hls_url: null,
-      video_width: w,
-      video_height: h,
-      video_poster_url: media.poster_file ? mediaUrl(base, { file: media.poster_file }) : null,
-      video_poster_width: w,
-      video_poster_height: h,
-      content_duration_seconds: String(Math.round((media.duration ?? 0) / 1000))
-    })
-  } else if (media?.media_type === 'IMAGE') {
-    Object.assign(out, { media_url: mediaUrl(base, media), image_display_width: String(media.width), image_display_height: String(media.height) })
-  }
-  return out
-}
 
 async function createPoll(ctx: ServiceContext, repos: CreativeRepos, accountId: string, p: Params, actor: ReturnType<typeof actorOf>): Promise<PollEntity> {
   const name = p.string('name', { required: true, max: 80 }) as string

@@ -11,14 +11,14 @@ import { mediaUrl } from '../../media/records'
 import type { MediaType } from '../../media/rules'
 import { type Account, accountWorld, requireAccount } from '../accounts'
 import { actorOf, ADS_API_VERSION, ADS_AUTH, listOptions, paginate, Params, userIdOf } from '../conventions'
-import { type AdsEntity, EntityRepo } from '../entities'
+import { EntityRepo } from '../entities'
 import type { OutboxMessage } from '../../outbox'
 import { findCardByUri } from './cards'
 import { clock } from './clock'
 import { requireLibraryMedia } from './library'
-import { votingStatus } from './polls'
 import { charLength, mediaBase, readLongId, readUrl } from './params'
 import { displayUrl, extractEntities, type TextEntity } from './post-text'
+import { CONVERSATION_SETTINGS, type Mention, type PostEntity, type PostMedia, votingStatus } from './records'
 import type { CreativeRepos } from './repos'
 
 /**
@@ -31,47 +31,12 @@ import type { CreativeRepos } from './repos'
  * whose `id` is a 64-bit JSON integer (written exactly, next to `id_str`).
  */
 
-export const CONVERSATION_SETTINGS = ['EVERYONE', 'FOLLOWING', 'MENTIONED_USERS'] as const
 const VIDEO_CTAS = ['VISIT_SITE', 'WATCH_NOW'] as const
 const TWEET_TYPES = ['DRAFT', 'PUBLISHED', 'SCHEDULED'] as const
 const TIMELINE_TYPES = ['ALL', 'NULLCAST', 'ORGANIC'] as const
 const TEXT_MAX = 280
 const COMPAT_MAX = 140
 const LONG = /^[0-9]{1,19}$/
-
-interface PostMedia {
-  media_key: string
-  media_type: MediaType
-  file: string
-  width: number
-  height: number
-}
-
-interface Mention {
-  screen_name: string
-  id: string
-}
-
-export interface PostEntity extends AdsEntity {
-  text: string
-  name: string | null
-  /** The author: the advertiser the post was made for. */
-  user_id: string
-  /** The authenticated user who made the call. */
-  created_by: string
-  app_name: string
-  nullcast: boolean
-  card_uri: string | null
-  media_keys: string[]
-  media: PostMedia[]
-  conversation_settings: (typeof CONVERSATION_SETTINGS)[number]
-  video_cta: string | null
-  video_cta_value: string | null
-  video_title: string | null
-  video_description: string | null
-  entities: TextEntity[]
-  mentions: Mention[]
-}
 
 // ------------------------------------------------------------------ JSON with 64-bit integers
 

@@ -1,12 +1,19 @@
 import { baseUrl } from '../../../common/config'
 import type { ServiceContext } from '../../../common/context'
 import { EntityRepo } from '../entities'
-import { type AccountMediaEntity, renderAccountMedia } from './account-media'
-import { type CardEntity, renderCard } from './cards'
-import { type ConversationEntity, renderConversation } from './conversation-cards'
-import { type LibraryEntity, renderLibrary } from './library'
-import { type PollEntity, renderPoll } from './polls'
-import type { PostEntity } from './posts'
+import {
+  type AccountMediaEntity,
+  type CardEntity,
+  type ConversationEntity,
+  type LibraryEntity,
+  type PollEntity,
+  type PostEntity,
+  renderAccountMedia,
+  renderCard,
+  renderConversation,
+  renderLibrary,
+  renderPoll
+} from './records'
 
 /**
  * The creative entities and their keyspaces (`ads:{kind}:{account_id}:{id}`).

@@ -2,7 +2,7 @@ import type { ServiceContext } from '../../../common/context'
 import { Ads } from '../../../common/errors'
 import type { LineItem } from '../campaigns/line-items'
 import { findCardByUri } from '../creatives/cards'
-import type { PostEntity } from '../creatives/posts'
+import type { PostEntity } from '../creatives/records'
 import type { CreativeRepos } from '../creatives/repos'
 import { type AdsEntity, EntityRepo } from '../entities'
 
