@@ -94,7 +94,9 @@ function checkRequest(params: Map<string, string>, repeated: string[], allowPlai
   const challenge = params.get('code_challenge')
   if (challenge === undefined || challenge === '') throw new RedirectError('invalid_request', 'code_challenge is required (PKCE, RFC 7636).')
   // RFC 7636 §4.3: without code_challenge_method the method is plain.
-  const method = params.get('code_challenge_method') ?? 'plain'
+  // The method name in any case: twitter-api-v2 sends "s256".
+  const given = params.get('code_challenge_method')
+  const method = given === undefined ? 'plain' : given.toUpperCase() === 'S256' ? 'S256' : given
   if (method === 'plain') {
     if (!allowPlain) throw new RedirectError('invalid_request', 'code_challenge_method must be S256: the plain method is not accepted.')
     if (!CHALLENGE.test(challenge)) throw new RedirectError('invalid_request', 'code_challenge must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~.')

@@ -83,15 +83,32 @@ export function installOAuth2ErrorHandler(scope: FastifyInstance): void {
   })
 }
 
-/** The form parameters, each at most once; anything but a form body is refused. */
+/**
+ * A JSON object body of string parameters, as twitter-api-v2 sends to the
+ * token and revoke endpoints (its body-type detection picks JSON for every
+ * /2/ path); null members are parameters not given. Anything else in JSON
+ * is refused like any other non-form body.
+ */
+function jsonParams(body: unknown): Map<string, string> | undefined {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return undefined
+  const params = new Map<string, string>()
+  for (const [name, value] of Object.entries(body)) {
+    if (value === null) continue
+    if (typeof value !== 'string') throw OAuth2Errors.invalidRequest(`The parameter ${name.slice(0, 60)} must be a string.`)
+    params.set(name, value)
+  }
+  return params
+}
+
+/** The form parameters, each at most once; a body that is neither a form nor a JSON object of strings is refused. */
 export function formParams(request: FastifyRequest): Map<string, string> {
-  if (request.rawForm === undefined) {
+  const json = request.rawForm === undefined && /^application\/json\b/i.test(request.headers['content-type'] ?? '') ? jsonParams(request.body) : undefined
+  if (request.rawForm === undefined && json === undefined) {
     const hasBody = request.body !== undefined && request.body !== null
     throw OAuth2Errors.invalidRequest(hasBody ? 'The body must be application/x-www-form-urlencoded.' : 'The request has no form body.')
   }
-  const body = (request.body ?? {}) as Record<string, string | string[]>
-  const params = new Map<string, string>()
-  for (const [name, value] of Object.entries(body)) {
+  const params = json ?? new Map<string, string>()
+  for (const [name, value] of Object.entries(json ? {} : ((request.body ?? {}) as Record<string, string | string[]>))) {
     if (Array.isArray(value)) throw OAuth2Errors.invalidRequest(`The parameter ${name.slice(0, 60)} is repeated.`)
     params.set(name, value)
   }
@@ -135,7 +152,9 @@ export async function authenticateClient(store: Store, request: FastifyRequest, 
   const header = request.headers.authorization
   const basic = header !== undefined && header.trim() !== '' ? parseBasic(header.trim()) : undefined
   const bodyId = params.get('client_id')
-  if (params.has('client_secret')) {
+  // twitter-api-v2 sends the secret in HTTP Basic and repeats it in the body: the same secret twice is one method.
+  const bodySecret = params.get('client_secret')
+  if (bodySecret !== undefined && !(basic !== undefined && safeEqual(bodySecret, basic.secret))) {
     throw OAuth2Errors.invalidClient('client_secret in the body is not accepted: confidential clients authenticate with HTTP Basic.')
   }
   if (basic && bodyId !== undefined && bodyId !== basic.id) throw OAuth2Errors.invalidRequest('client_id in the body differs from the Basic credentials.')

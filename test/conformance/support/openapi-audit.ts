@@ -133,7 +133,7 @@ export class OpenApiAudit {
       if (!path.startsWith('/2/')) continue
       const op = this.operationFor(e.method, path)
       if (!op) {
-        result.undescribed.add(`${e.method} ${path.replace(/\/\d+(?=\/|$)/g, '/{id}')}`)
+        result.undescribed.add(`${e.method} ${path.replace(/\/\d{5,}(?=\/|$)/g, '/{id}')}`)
         continue
       }
       const type = e.contentType.split(';')[0]?.trim() ?? ''
