@@ -190,6 +190,7 @@ export const SETTINGS = {
   mediaMaxBytes: setting('MEDIA_MAX_BYTES', '536870912', 'Largest media upload accepted (bytes); images (5 MB) and GIFs (15 MB) have their own lower limits.', asInt(1024, 16 * 1024 * 1024 * 1024)),
   mediaFfmpeg: setting('MEDIA_FFMPEG', 'ffmpeg', 'ffmpeg executable used to extract a video\'s first frame as its default poster. Empty: no default poster.', asString),
   mediaFfprobe: setting('MEDIA_FFPROBE', 'ffprobe', 'ffprobe executable (Debian ffmpeg) that reads GIF frames and a video\'s duration and size.', asString),
+  mediaUploadTtlMs: setting('MEDIA_UPLOAD_TTL', '24h', 'Lifetime of an unfinished chunked upload (INIT to FINALIZE, and its STATUS after); the segments of an expired one are removed.', asDuration(SECOND, TTL_MAX_MS)),
 
   // --- operators ---
   operatorToken: setting('OPERATOR_TOKEN', '', 'Bearer token of the operator API (/admin/*, used by the CLI); a server refuses one shorter than 32 characters. Empty: a random token is generated and stored in DATA_DIR/operator-token (embedded) or the admin API is closed (distributed).', asString),

@@ -145,3 +145,50 @@ export function expectAdsError(t: Test, res: TestResponse, status: number, code:
   t.equal(body.errors?.[0]?.code, code, `${where}code ${code}`)
   if (parameter !== undefined) t.equal(body.errors?.[0]?.parameter, parameter, `${where}parameter ${parameter}`)
 }
+
+/** One APPEND of the v2 chunked upload: multipart `segment_index` + binary `media`, OAuth 1.0a signed. */
+export async function appendSegment(baseUrl: string, id: Ident, mediaId: string, index: number | string, bytes: Buffer): Promise<TestResponse> {
+  const url = `${baseUrl}/2/media/upload/${mediaId}/append`
+  const form = new FormData()
+  form.append('segment_index', String(index))
+  form.append('media', new Blob([bytes], { type: 'application/octet-stream' }), 'blob')
+  return toResponse(await fetch(url, { method: 'POST', headers: oauthHeader('POST', url, id), body: form }))
+}
+
+export interface ChunkedResult {
+  mediaId: string
+  mediaKey: string
+  /** processing_info.state of FINALIZE and of each STATUS. */
+  states: string[]
+}
+
+/**
+ * The v2 chunked upload as a client sends it: JSON initialize, multipart
+ * appends of `segmentBytes`, finalize, then STATUS every check_after_secs
+ * until the media succeeded (or failed: thrown with the body).
+ */
+export async function chunkedUpload(baseUrl: string, id: Ident, bytes: Buffer, o: { mediaType: string; category?: string; segmentBytes?: number }): Promise<ChunkedResult> {
+  const init = await oauth1Request('POST', `${baseUrl}/2/media/upload/initialize`, id, {
+    json: { media_type: o.mediaType, total_bytes: bytes.length, ...(o.category !== undefined ? { media_category: o.category } : {}) }
+  })
+  if (init.status !== 200) throw new Error(`initialize refused: ${init.status} ${init.text}`)
+  const { id: mediaId, media_key: mediaKey } = init.json<{ data: { id: string; media_key: string } }>().data
+  const step = o.segmentBytes ?? 1024 * 1024
+  for (let i = 0; i * step < bytes.length; i++) {
+    const res = await appendSegment(baseUrl, id, mediaId, i, bytes.subarray(i * step, (i + 1) * step))
+    if (res.status !== 200) throw new Error(`append ${i} refused: ${res.status} ${res.text}`)
+  }
+  type Status = { data: { processing_info?: { state: string; check_after_secs?: number } } }
+  let res = await oauth1Request('POST', `${baseUrl}/2/media/upload/${mediaId}/finalize`, id)
+  const states: string[] = []
+  for (let polls = 0; ; polls++) {
+    if (res.status !== 200) throw new Error(`upload refused: ${res.status} ${res.text}`)
+    const info = res.json<Status>().data.processing_info
+    if (!info) return { mediaId, mediaKey, states }
+    states.push(info.state)
+    if (info.state === 'succeeded') return { mediaId, mediaKey, states }
+    if (info.state === 'failed' || polls > 120) throw new Error(`processing ended ${info.state}: ${res.text}`)
+    await new Promise((resolve) => setTimeout(resolve, (info.check_after_secs ?? 1) * 1000))
+    res = await oauth1Request('GET', `${baseUrl}/2/media/upload`, id, { query: { command: 'STATUS', media_id: mediaId } })
+  }
+}

@@ -89,6 +89,8 @@ t.test('category rules over the inspection', async (t) => {
 
   t.equal(parseCategory('tweet_image'), 'TWEET_IMAGE')
   t.equal(parseCategory('AMPLIFY_VIDEO'), 'PROMO_VIDEO', 'amplify_video is the platform name of promoted video')
+  t.equal(parseCategory('TweetVideo'), 'TWEET_VIDEO', 'v1.1 clients send CamelCase')
+  t.equal(parseCategory('AmplifyVideo'), 'PROMO_VIDEO')
   t.equal(parseCategory('dm_image'), undefined)
   t.equal(defaultCategory(video(10, 10, 1000)), 'TWEET_VIDEO')
   t.equal(defaultCategory(gif(10, 10, 3)), 'TWEET_GIF')

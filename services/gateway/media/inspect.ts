@@ -31,7 +31,7 @@ export const EXTENSION_OF: Record<MediaFormat, string> = {
 }
 
 /** file-type's extension → the format we accept; anything else is refused. */
-const FORMAT_OF_EXT: ReadonlyMap<string, MediaFormat> = new Map([
+export const FORMAT_OF_EXT: ReadonlyMap<string, MediaFormat> = new Map([
   ['png', 'png'],
   ['jpg', 'jpeg'],
   ['gif', 'gif'],

@@ -10,6 +10,8 @@ import type { ServiceContext } from '../../common/context'
 import { ApiError, Problems } from '../../common/errors'
 import { newNumericId, newSecret, newUuid } from '../../common/ids'
 import { EXTENSION_OF, inspectFile, MediaFormatError, type Inspection } from './inspect'
+import { registerChunkedRoutes } from './chunked-routes'
+import { removeExpiredUploads } from './chunked'
 import { extractPoster } from './poster'
 import { mediaDir, newRecord, saveMedia, type MediaRecord } from './records'
 import { checkMedia, defaultCategory, MEDIA_CATEGORIES, parseCategory, type MediaCategory } from './rules'
@@ -254,6 +256,7 @@ async function removeStaleUploads(ctx: ServiceContext): Promise<void> {
 
 export async function registerMediaRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
   await removeStaleUploads(ctx)
+  await removeExpiredUploads(ctx)
   // Multipart parsing is scoped to these routes: nothing else on the server accepts it.
   await app.register(async (scope) => {
     await scope.register(multipart, { limits: { fileSize: ctx.config.mediaMaxBytes } })
@@ -269,5 +272,6 @@ export async function registerMediaRoutes(app: FastifyInstance, ctx: ServiceCont
       return reply.code(200).type('application/json; charset=utf-8').send({ data: { id: record.media_id, media_key: record.media_key, size: record.size } })
     })
     scope.get<{ Params: { file: string } }>('/media/:file', async (request, reply) => serveFile(ctx, request, reply))
+    registerChunkedRoutes(scope, ctx)
   })
 }

@@ -24,8 +24,9 @@ const CATEGORY_ALIASES: ReadonlyMap<string, MediaCategory> = new Map([
   ['amplify_video', 'PROMO_VIDEO']
 ])
 
+/** Also the CamelCase spellings v1.1 clients send (`TweetVideo`, `AmplifyVideo`). */
 export function parseCategory(raw: string): MediaCategory | undefined {
-  return CATEGORY_ALIASES.get(raw.trim().toLowerCase())
+  return CATEGORY_ALIASES.get(raw.trim().replace(/([a-z])([A-Z])/g, '$1_$2').toLowerCase())
 }
 
 export const MEDIA_TYPE_OF: Record<MediaCategory, MediaType> = {
