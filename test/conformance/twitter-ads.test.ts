@@ -90,7 +90,7 @@ t.test('twitter-ads: accounts, funding instruments, campaigns and line items, cu
       entity_status: 'PAUSED',
       standard_delivery: true
     })
-    t.equal(created.err, null, created.err?.message)
+    t.equal(created.err, null, created.err?.message ?? "no error")
     t.match(created.body.data, { name, daily_budget_amount_local_micro: 5_000_000, entity_status: 'PAUSED', standard_delivery: true }, `create "${name}": reserved characters survive the package's encoding and signature`)
     ids.push(created.body.data.id)
   }
@@ -122,7 +122,7 @@ t.test('twitter-ads: accounts, funding instruments, campaigns and line items, cu
     product_type: 'PROMOTED_TWEETS',
     placements: ['ALL_ON_SVC']
   })
-  t.equal(li.err, null, li.err?.message)
+  t.equal(li.err, null, li.err?.message ?? "no error")
   t.match(li.body.data, { campaign_id: ids[0], objective: 'ENGAGEMENTS', placements: ['ALL_ON_SVC'] }, 'line item create')
 
   // Errors: the package's Error with allErrors from the ads error envelope.
