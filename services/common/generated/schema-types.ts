@@ -431,7 +431,7 @@ export interface EventsAdsEntityChanges {
   entity_data: Record<string, unknown>
 }
 /**
- * Produced by the bus itself (key: the original message's key) when a group's handler failed on a message BUS_MAX_ATTEMPTS times in a row for a reason other than an outage. The group moves past it; operators inspect it here (and may publish its value again).
+ * Produced by the bus itself (key: the original message's key) when a group's handler failed on a message maxAttempts times in a row (10 by default) for a reason other than an outage. The group moves past it; operators inspect it here (and may publish its value again).
  *
  * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
  * via the `definition` "EventsBusDeadLetter".
