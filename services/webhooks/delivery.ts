@@ -5,13 +5,20 @@ import { newUuid } from '../common/ids'
 import type { Worker } from '../common/service'
 import type { Store, StoreOp } from '../common/store/types'
 import { type AttemptLog, RESPONSE_BODY_KEEP } from './attempt-log'
-import type { DeliveryLog, DeliveryRecord, DeliverySource, DeliveryStatus } from './delivery-log'
+import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from './delivery-log'
 import type { HttpOutcome, WebhookClient } from './http-client'
 import { parseRetryMember, retryMember, WebhookKeys } from './keys'
+import { newRecord, readIntake, type NewDelivery } from './intake'
+import { Lanes } from './lanes'
 import type { DeliveryOutcome, WebhookMetrics } from './metrics'
 import { PollingWorker } from './polling'
 import type { Webhook, WebhookRegistry } from './registry'
+import { pullForward, resend, saveOp, type ReschedulingDeps } from './rescheduling'
+import { deadLetterEvent, type Failure, parseRetryAfter, withJitter } from './retry-policy'
 import { SIGNATURE_HEADER, webhookSignature } from './signature'
+
+export { parseRetryAfter, withJitter } from './retry-policy'
+export type { NewDelivery } from './intake'
 
 /**
  * Signed delivery with durable retries.
@@ -19,9 +26,12 @@ import { SIGNATURE_HEADER, webhookSignature } from './signature'
  * A delivery is first made durable: its record, its delivery-log entry and
  * an entry in the retry schedule (`webhooks:retries`, due time as score) are
  * written in one atomic batch. Only then does the consumer return, so the
- * bus offset is committed once the delivery's future is recorded. The
- * attempt itself runs in the webhook's lane (at most WEBHOOK_CONCURRENCY in
- * flight per webhook per process).
+ * bus offset is committed once the delivery's future is recorded. A batch
+ * of deliveries (acceptMany) reads its webhooks, apps and existing records
+ * in one pipelined round trip and writes all of its records in one batch.
+ * The attempt itself runs in the webhook's lane (lanes.ts: at most
+ * WEBHOOK_CONCURRENCY in flight per webhook per process), never in the
+ * consumer's path: a slow or failing receiver delays only its own webhook.
  *
  * While an attempt runs, its schedule entry is pushed one lease ahead, so a
  * process that dies mid-attempt leaves a due entry behind for another (or
@@ -46,18 +56,6 @@ import { SIGNATURE_HEADER, webhookSignature } from './signature'
  * already pending when the webhook was deleted end `cancelled`.
  */
 
-export interface NewDelivery {
-  delivery_id: string
-  webhook_id: string
-  app_id: string
-  source: DeliverySource
-  event_uuid?: string
-  for_user_id?: string
-  body: string
-  /** Event time (ms); clamped to now. */
-  event_time: number
-}
-
 export type AcceptResult = 'accepted' | 'duplicate' | 'dropped'
 
 export interface EngineOptions {
@@ -80,61 +78,21 @@ export interface EngineDeps {
   attempts?: AttemptLog
 }
 
-/** A queued attempt; `fresh` is the record this process just stored (its first attempt needs no claim). */
-interface Queued {
-  deliveryId: string
-  fresh?: { record: DeliveryRecord; leaseUntil: number }
+/** What the accepting process hands its first attempt: the record it stored, the webhook and app it read. */
+interface Fresh {
+  record: DeliveryRecord
+  leaseUntil: number
+  webhook: Webhook
+  app: App | undefined
 }
 
-interface Lane {
-  active: number
-  queue: Queued[]
-  /** A submit was refused for lack of room: the scheduler must look again when a slot frees. */
-  overflowed: boolean
-}
-
-/** Queued deliveries per lane beyond those in flight. */
-const QUEUE_FACTOR = 32
-/** Largest Retry-After honoured. */
-const MAX_RETRY_AFTER_MS = 24 * 3_600_000
 const SCHEDULER_BATCH = 1000
 /** Consecutive refusals (full lanes) after which a scheduler pass stops early. */
 const SCHEDULER_GIVE_UP = 128
 
-export function withJitter(delayMs: number, random: () => number = Math.random): number {
-  if (delayMs <= 0) return 0
-  return Math.round(delayMs * (0.9 + random() * 0.2))
-}
-
-/** Retry-After as delta-seconds or an HTTP date; undefined when absent or unreadable. */
-export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | undefined {
-  const raw = Array.isArray(value) ? value[0] : value
-  if (raw === undefined) return undefined
-  const text = raw.trim()
-  let ms: number
-  if (/^\d+$/.test(text)) ms = Number(text) * 1000
-  else {
-    // An HTTP date names its weekday and month ("Wed, 21 Oct 2025 07:28:00 GMT"); bare numbers are not dates.
-    if (!/[a-z]{3}/i.test(text)) return undefined
-    const at = Date.parse(text)
-    if (Number.isNaN(at)) return undefined
-    ms = at - now
-  }
-  return Math.min(Math.max(ms, 0), MAX_RETRY_AFTER_MS)
-}
-
-interface Failure {
-  status?: number
-  error: string
-  retryAfterMs?: number
-}
-
 export class DeliveryEngine {
   private readonly nodeId = newUuid()
-  private readonly lanes = new Map<string, Lane>()
-  /** Delivery ids queued or in flight in this process. */
-  private readonly local = new Set<string>()
-  private readonly inflight = new Set<Promise<void>>()
+  private readonly lanes: Lanes<Fresh>
   private scheduler: PollingWorker | undefined
   private closing = false
   readonly leaseMs: number
@@ -144,6 +102,11 @@ export class DeliveryEngine {
     private readonly options: EngineOptions
   ) {
     this.leaseMs = deps.client.timeoutMs + 30_000
+    this.lanes = new Lanes<Fresh>(options.concurrency, {
+      run: (webhookId, { deliveryId, fresh }) => (fresh ? this.firstAttempt(webhookId, fresh) : this.attempt(webhookId, deliveryId)),
+      failed: (err, webhookId, deliveryId) => this.deps.logger.warn({ err, delivery_id: deliveryId, webhook_id: webhookId }, 'delivery attempt failed; it stays scheduled'),
+      drained: () => this.scheduler?.poke()
+    })
   }
 
   get attemptsAllowed(): number {
@@ -158,103 +121,68 @@ export class DeliveryEngine {
 
   /** Makes a delivery durable (record, log, schedule) and starts it when its lane has room. */
   async accept(d: NewDelivery): Promise<AcceptResult> {
-    const { store, registry } = this.deps
-    const webhook = await registry.get(d.webhook_id)
-    if (!webhook) {
-      this.count('webhook_deleted')
-      this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, 'delivery for a deleted (or unknown) webhook dropped')
-      return 'dropped'
-    }
-    if (webhook.app_id !== d.app_id) {
-      this.count('dropped')
-      this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, "delivery naming another app's webhook dropped")
-      return 'dropped'
-    }
-    const member = retryMember(d.webhook_id, d.delivery_id)
-    const existing = await this.deps.log.get(d.delivery_id)
-    if (existing) {
-      // A redelivered message: the first copy's record stands. Repair a missing schedule entry.
-      if (existing.status === 'pending' && (await store.zscore(WebhookKeys.retries(), member)) === undefined) {
-        await store.zadd(WebhookKeys.retries(), Date.now(), member)
-      }
-      return 'duplicate'
-    }
+    return (await this.acceptMany([d]))[0] as AcceptResult
+  }
+
+  /**
+   * Makes a batch of deliveries durable: their webhooks, apps and existing
+   * records are read in one round trip (issued together; the Redis client
+   * pipelines them), every new record, log entry and schedule entry is
+   * written in one store batch, then each starts in its lane if it has room.
+   */
+  async acceptMany(list: NewDelivery[]): Promise<AcceptResult[]> {
+    const { store } = this.deps
+    const { webhookOf, appOf, existing } = await readIntake(store, this.deps.registry, list)
     const now = Date.now()
-    const record: DeliveryRecord = {
-      delivery_id: d.delivery_id,
-      webhook_id: d.webhook_id,
-      app_id: d.app_id,
-      source: d.source,
-      body: d.body,
-      event_time: Math.min(Number.isFinite(d.event_time) ? d.event_time : now, now),
-      created_at: new Date(now).toISOString(),
-      status: 'pending',
-      attempts: 0,
-      next_attempt_at: now
+    const results: AcceptResult[] = []
+    const ops: StoreOp[] = []
+    const repairs: Array<Promise<void>> = []
+    const starts: Array<{ d: NewDelivery; fresh: Fresh }> = []
+    const seen = new Set<string>()
+    list.forEach((d, i) => {
+      const webhook = webhookOf.get(d.webhook_id)
+      if (!webhook) {
+        this.count('webhook_deleted')
+        this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, 'delivery for a deleted (or unknown) webhook dropped')
+        results.push('dropped')
+        return
+      }
+      if (webhook.app_id !== d.app_id) {
+        this.count('dropped')
+        this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, "delivery naming another app's webhook dropped")
+        results.push('dropped')
+        return
+      }
+      const member = retryMember(d.webhook_id, d.delivery_id)
+      const prior = existing[i]
+      if (prior || seen.has(d.delivery_id)) {
+        // A redelivered message: the first copy's record stands. Repair a missing schedule entry.
+        if (prior?.status === 'pending') repairs.push(this.repairSchedule(member))
+        results.push('duplicate')
+        return
+      }
+      seen.add(d.delivery_id)
+      const record = newRecord(d, now)
+      const startHere = this.lanes.hasRoom(d.webhook_id)
+      ops.push(
+        { op: 'set', key: WebhookKeys.delivery(d.delivery_id), value: JSON.stringify(record), ttlMs: this.options.retentionMs },
+        { op: 'zadd', key: WebhookKeys.log(d.webhook_id), score: record.event_time, member: d.delivery_id },
+        { op: 'zadd', key: WebhookKeys.retries(), score: startHere ? now + this.leaseMs : now, member }
+      )
+      if (startHere) starts.push({ d, fresh: { record, leaseUntil: now + this.leaseMs, webhook, app: appOf.get(d.app_id) } })
+      results.push('accepted')
+    })
+    await Promise.all([ops.length > 0 ? store.batch(ops) : undefined, ...repairs])
+    const refused = starts.filter(({ d, fresh }) => !this.lanes.submit(d.webhook_id, d.delivery_id, fresh))
+    if (refused.length > 0) {
+      const due = Date.now()
+      await store.batch(refused.map(({ d }) => ({ op: 'zadd', key: WebhookKeys.retries(), score: due, member: retryMember(d.webhook_id, d.delivery_id) })))
     }
-    if (d.event_uuid !== undefined) record.event_uuid = d.event_uuid
-    if (d.for_user_id !== undefined) record.for_user_id = d.for_user_id
-    const startHere = this.hasRoom(d.webhook_id)
-    await store.batch([
-      { op: 'set', key: WebhookKeys.delivery(d.delivery_id), value: JSON.stringify(record), ttlMs: this.options.retentionMs },
-      { op: 'zadd', key: WebhookKeys.log(d.webhook_id), score: record.event_time, member: d.delivery_id },
-      { op: 'zadd', key: WebhookKeys.retries(), score: startHere ? now + this.leaseMs : now, member }
-    ])
-    if (startHere && !this.submit(d.webhook_id, d.delivery_id, { record, leaseUntil: now + this.leaseMs })) {
-      await store.zadd(WebhookKeys.retries(), Date.now(), member)
-    }
-    return 'accepted'
+    return results
   }
 
-  private hasRoom(webhookId: string): boolean {
-    if (this.closing) return false
-    const lane = this.lanes.get(webhookId)
-    return !lane || lane.active + lane.queue.length < this.laneCapacity
-  }
-
-  /** Attempts a lane holds (in flight and queued) before new ones are left to the scheduler. */
-  private get laneCapacity(): number {
-    return this.options.concurrency * QUEUE_FACTOR
-  }
-
-  /** Queues an attempt in the webhook's lane; false when the lane is full (the scheduler retries later). */
-  private submit(webhookId: string, deliveryId: string, fresh?: Queued['fresh']): boolean {
-    if (this.local.has(deliveryId)) return true
-    let lane = this.lanes.get(webhookId)
-    if (!lane) {
-      lane = { active: 0, queue: [], overflowed: false }
-      this.lanes.set(webhookId, lane)
-    }
-    if (this.closing || lane.active + lane.queue.length >= this.laneCapacity) {
-      lane.overflowed = true
-      return false
-    }
-    this.local.add(deliveryId)
-    lane.queue.push(fresh ? { deliveryId, fresh } : { deliveryId })
-    this.pump(webhookId, lane)
-    return true
-  }
-
-  private pump(webhookId: string, lane: Lane): void {
-    while (!this.closing && lane.active < this.options.concurrency && lane.queue.length > 0) {
-      const { deliveryId, fresh } = lane.queue.shift() as Queued
-      lane.active++
-      const run: Promise<void> = (fresh ? this.firstAttempt(webhookId, fresh) : this.attempt(webhookId, deliveryId))
-        .catch((err: unknown) => this.deps.logger.warn({ err, delivery_id: deliveryId, webhook_id: webhookId }, 'delivery attempt failed; it stays scheduled'))
-        .finally(() => {
-          lane.active--
-          this.local.delete(deliveryId)
-          this.inflight.delete(run)
-          // Refill in chunks: once half the queue has drained, the scheduler brings in what overflowed.
-          if (lane.overflowed && lane.queue.length <= this.laneCapacity / 2) {
-            lane.overflowed = false
-            this.scheduler?.poke()
-          }
-          if (lane.active === 0 && lane.queue.length === 0 && this.lanes.get(webhookId) === lane) this.lanes.delete(webhookId)
-          else this.pump(webhookId, lane)
-        })
-      this.inflight.add(run)
-    }
+  private async repairSchedule(member: string): Promise<void> {
+    if ((await this.deps.store.zscore(WebhookKeys.retries(), member)) === undefined) await this.deps.store.zadd(WebhookKeys.retries(), Date.now(), member)
   }
 
   // ------------------------------------------------------------ attempts
@@ -290,15 +218,16 @@ export class DeliveryEngine {
    * before the lease runs out, and no claim or re-read is needed. Queued
    * past its lease, it takes the scheduled path like any other.
    */
-  private async firstAttempt(webhookId: string, fresh: NonNullable<Queued['fresh']>): Promise<void> {
+  private async firstAttempt(webhookId: string, fresh: Fresh): Promise<void> {
     if (Date.now() + this.deps.client.timeoutMs + 5000 > fresh.leaseUntil) return this.attempt(webhookId, fresh.record.delivery_id)
-    await this.run(fresh.record, async () => undefined)
+    // The webhook and app were read when the delivery was accepted, moments ago.
+    await this.run(fresh.record, async () => undefined, { webhook: fresh.webhook, app: fresh.app })
   }
 
   /** Checks the webhook and its app, then POSTs and records the outcome. `lease` runs just before the POST. */
-  private async run(record: DeliveryRecord, lease: () => Promise<unknown>): Promise<void> {
-    const webhook = await this.deps.registry.get(record.webhook_id)
-    const app = webhook ? await this.deps.store.getJson<App>(AuthKeys.app(record.app_id)) : undefined
+  private async run(record: DeliveryRecord, lease: () => Promise<unknown>, known?: { webhook: Webhook; app: App | undefined }): Promise<void> {
+    const webhook = known ? known.webhook : await this.deps.registry.get(record.webhook_id)
+    const app = known ? known.app : webhook ? await this.deps.store.getJson<App>(AuthKeys.app(record.app_id)) : undefined
     if (!webhook || !app || webhook.app_id !== record.app_id) {
       await this.finish(record, 'cancelled', { last_error: webhook ? 'the application was deleted' : 'the webhook was deleted' })
       this.count(webhook ? 'cancelled' : 'webhook_deleted')
@@ -393,21 +322,7 @@ export class DeliveryEngine {
 
   private async deadLetter(record: DeliveryRecord, reason: 'exhausted' | 'gone', failure: Failure): Promise<void> {
     const now = new Date().toISOString()
-    const event: Record<string, unknown> = {
-      delivery_id: record.delivery_id,
-      webhook_id: record.webhook_id,
-      app_id: record.app_id,
-      source: record.source,
-      reason,
-      attempts: record.attempts,
-      last_error: failure.error,
-      created_at: record.created_at,
-      dead_at: now,
-      body: record.body
-    }
-    if (record.event_uuid !== undefined) event.event_uuid = record.event_uuid
-    if (record.for_user_id !== undefined) event.for_user_id = record.for_user_id
-    if (failure.status !== undefined) event.last_status = failure.status
+    const event = deadLetterEvent(record, reason, failure, now)
     // Published before the record turns `failed`: a crash in between re-publishes rather than loses it.
     await this.deps.bus.publish(TOPICS.webhookDeadLetter, record.webhook_id, event)
     await this.finish(record, 'failed', { failed_at: now, failure_reason: reason, last_error: failure.error })
@@ -416,7 +331,7 @@ export class DeliveryEngine {
   }
 
   private saveOp(record: DeliveryRecord): StoreOp {
-    return { op: 'set', key: WebhookKeys.delivery(record.delivery_id), value: JSON.stringify(record), ttlMs: this.options.retentionMs }
+    return saveOp(record, this.options.retentionMs)
   }
 
   private async finish(record: DeliveryRecord, status: DeliveryStatus, fields: Partial<DeliveryRecord>): Promise<void> {
@@ -435,8 +350,8 @@ export class DeliveryEngine {
     let refusedInARow = 0
     for (const { member } of due) {
       const parsed = parseRetryMember(member)
-      if (!parsed || this.local.has(parsed.deliveryId)) continue
-      if (this.submit(parsed.webhookId, parsed.deliveryId)) {
+      if (!parsed || this.lanes.has(parsed.deliveryId)) continue
+      if (this.lanes.submit(parsed.webhookId, parsed.deliveryId)) {
         started++
         refusedInARow = 0
       } else if (++refusedInARow >= SCHEDULER_GIVE_UP) {
@@ -457,66 +372,34 @@ export class DeliveryEngine {
   }
 
   /**
-   * Makes the webhook's pending deliveries due now; returns how many moved.
-   * Called when a CRC passes on a webhook that was invalid: its skipped
-   * deliveries would otherwise wait for their next step (up to 10 h).
-   * A delivery another process is attempting right now is left to it.
+   * Makes the webhook's pending deliveries due now (a CRC passed on a webhook
+   * that was invalid: its skipped deliveries would otherwise wait for their
+   * next step, up to 10 h); returns how many moved (rescheduling.ts).
    */
   async pullForward(webhookId: string): Promise<number> {
-    const { store } = this.deps
-    const now = Date.now()
-    let moved = 0
-    for (const listed of await this.deps.log.list(webhookId, { status: 'pending' })) {
-      if (listed.next_attempt_at <= now) continue
-      const claim = WebhookKeys.claim(listed.delivery_id)
-      if (!(await store.setIfAbsent(claim, this.nodeId, this.leaseMs))) continue
-      try {
-        const record = await this.deps.log.get(listed.delivery_id)
-        if (!record || record.status !== 'pending' || record.next_attempt_at <= now) continue
-        record.next_attempt_at = now
-        await store.batch([this.saveOp(record), { op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, record.delivery_id) }])
-        moved++
-      } finally {
-        await store.del(claim)
-      }
-    }
+    const moved = await pullForward(this.reschedulingDeps(), webhookId)
     if (moved > 0) this.scheduler?.poke()
     return moved
   }
 
   /** Puts logged deliveries back on the schedule (operator re-send; `deliveryId`: just that one); returns how many. */
   async resend(webhookId: string, filter: { since: number; status?: DeliveryStatus; deliveryId?: string }): Promise<number> {
-    const records = filter.deliveryId !== undefined
-      ? [await this.deps.log.get(filter.deliveryId)].filter((r): r is DeliveryRecord => r !== undefined && r.webhook_id === webhookId)
-      : await this.deps.log.list(webhookId, { since: filter.since, status: filter.status ?? 'failed' })
-    const now = Date.now()
-    let count = 0
-    for (const r of records) {
-      if (r.status === 'pending') continue
-      const again: DeliveryRecord = { ...r, status: 'pending', attempts: 0, next_attempt_at: now, resent_at: new Date(now).toISOString() }
-      delete again.failed_at
-      delete again.failure_reason
-      delete again.delivered_at
-      await this.deps.store.batch([this.saveOp(again), { op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, r.delivery_id) }])
-      count++
-    }
+    const count = await resend(this.reschedulingDeps(), webhookId, filter)
     if (count > 0) this.scheduler?.poke()
     return count
+  }
+
+  private reschedulingDeps(): ReschedulingDeps {
+    return { store: this.deps.store, log: this.deps.log, nodeId: this.nodeId, leaseMs: this.leaseMs, retentionMs: this.options.retentionMs }
   }
 
   /** Stops taking work; queued attempts are handed back to the schedule as due; waits for those in flight. */
   async close(): Promise<void> {
     this.closing = true
     await this.scheduler?.close()
-    const handBack: StoreOp[] = []
     const now = Date.now()
-    for (const [webhookId, lane] of this.lanes) {
-      for (const { deliveryId } of lane.queue.splice(0)) {
-        this.local.delete(deliveryId)
-        handBack.push({ op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, deliveryId) })
-      }
-    }
+    const handBack: StoreOp[] = this.lanes.stop().map(({ webhookId, deliveryId }) => ({ op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, deliveryId) }))
     if (handBack.length > 0) await this.deps.store.batch(handBack).catch((err: unknown) => this.deps.logger.warn({ err }, 'could not hand queued deliveries back'))
-    await Promise.allSettled([...this.inflight])
+    await this.lanes.idle()
   }
 }

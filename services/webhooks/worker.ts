@@ -1,14 +1,15 @@
 import { TOPICS, type BusMessage, type Consumer } from '../common/bus/types'
 import type { Worker } from '../common/service'
 import type { WebhooksCore } from './core'
+import type { NewDelivery } from './delivery'
 import { eventTime, isActivityDelivery, isActivityEvent } from './messages'
 import { PollingWorker } from './polling'
 
 /**
  * The webhooks service's background work:
- *  - `webhooks-delivery` group on `activity.deliveries`: deliveries that name
- *    a webhook become durable deliveries (the offset is committed once the
- *    delivery's record and schedule entry are stored);
+ *  - `webhooks-delivery` group on `activity.deliveries`, a batch at a time:
+ *    deliveries that name a webhook become durable deliveries (the offset is
+ *    committed once the batch's records and schedule entries are stored);
  *  - `webhooks-account-activity` group on `activity.events`: events of users
  *    subscribed through Account Activity become deliveries too;
  *  - the retry scheduler, the periodic CRC, and housekeeping (log trimming,
@@ -18,28 +19,36 @@ import { PollingWorker } from './polling'
 export const DELIVERY_GROUP = 'webhooks-delivery'
 export const ACCOUNT_ACTIVITY_GROUP = 'webhooks-account-activity'
 const HOUSEKEEPING_MS = 60_000
+/** Deliveries made durable per store round trip. */
+const DELIVERY_BATCH = 500
 
 export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
   const { ctx, engine, accountActivity, metrics } = core
   const log = ctx.log
 
-  const onDelivery = async (message: BusMessage): Promise<void> => {
-    const v = message.value
-    if (!isActivityDelivery(v)) {
-      metrics.deliveries.inc({ outcome: 'dropped' })
-      log.warn({ topic: message.topic, partition: message.partition, offset: message.offset }, 'unusable activity.deliveries message skipped')
-      return
+  // A batch of deliveries becomes durable together (one read round trip, one write batch); the
+  // attempts then run in the webhooks' lanes, never in this consumer's path.
+  const onDeliveries = async (messages: BusMessage[]): Promise<void> => {
+    const accepted: NewDelivery[] = []
+    for (const message of messages) {
+      const v = message.value
+      if (!isActivityDelivery(v)) {
+        metrics.deliveries.inc({ outcome: 'dropped' })
+        log.warn({ topic: message.topic, partition: message.partition, offset: message.offset }, 'unusable activity.deliveries message skipped')
+        continue
+      }
+      if (v.webhook_id === undefined) continue // stream-only subscription
+      accepted.push({
+        delivery_id: v.delivery_id,
+        webhook_id: v.webhook_id,
+        app_id: v.app_id,
+        source: 'activity',
+        event_uuid: v.envelope.data.event_uuid,
+        body: JSON.stringify(v.envelope),
+        event_time: eventTime(v.created_at, message.timestamp)
+      })
     }
-    if (v.webhook_id === undefined) return // stream-only subscription
-    await engine.accept({
-      delivery_id: v.delivery_id,
-      webhook_id: v.webhook_id,
-      app_id: v.app_id,
-      source: 'activity',
-      event_uuid: v.envelope.data.event_uuid,
-      body: JSON.stringify(v.envelope),
-      event_time: eventTime(v.created_at, message.timestamp)
-    })
+    if (accepted.length > 0) await engine.acceptMany(accepted)
   }
 
   const onEvent = async (message: BusMessage): Promise<void> => {
@@ -53,7 +62,7 @@ export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
 
   // Both groups join at once: on Kafka a join takes seconds (the group's rebalance delay), and they are independent.
   const joined = await Promise.allSettled([
-    ctx.bus.subscribe({ groupId: DELIVERY_GROUP, topics: [TOPICS.activityDeliveries], handler: onDelivery }),
+    ctx.bus.subscribe({ groupId: DELIVERY_GROUP, topics: [TOPICS.activityDeliveries], batchHandler: onDeliveries, maxBatch: DELIVERY_BATCH }),
     ctx.bus.subscribe({ groupId: ACCOUNT_ACTIVITY_GROUP, topics: [TOPICS.activityEvents], handler: onEvent })
   ])
   const consumers: Consumer[] = joined.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))

@@ -269,6 +269,33 @@ export const deliveryCases: Record<string, Case> = {
     t.equal(receiver.maxInFlightByPath.get('/second'), 2)
   },
 
+  'a slow receiver never holds back another webhook\'s deliveries on the same partition': async (t, h) => {
+    const rt = await h.start(t, { WEBHOOK_CONCURRENCY: '2', WEBHOOK_LIMIT_PER_APP: '2', WEBHOOK_TIMEOUT: '10s' })
+    const id = await createIdentity(rt.ctx.store)
+    const receiver = await startReceiver(t, id.app.consumer_secret, '/slow')
+    const webhookIds: string[] = []
+    for (const url of [receiver.url, receiver.urlFor('/fast')]) {
+      const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
+      t.equal(res.status, 200, res.text)
+      webhookIds.push(res.json<{ data: { id: string } }>().data.id)
+    }
+    const [slow, fast] = webhookIds as [string, string]
+    const held = gate()
+    receiver.onPost = (p) => (p.path === '/slow' ? { status: 200, release: held.promise } : { status: 200 })
+    // One app: one key, one partition. The slow webhook's deliveries come first in it.
+    const messages = [
+      ...Array.from({ length: 10 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId: slow, text: `slow ${i}` })),
+      ...Array.from({ length: 10 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId: fast, text: `fast ${i}` }))
+    ]
+    await publishDeliveries(rt, messages)
+    await eventually(() => receiver.posts.filter((p) => p.path === '/fast').length === 10, 10_000)
+    t.equal(receiver.inFlightAt('/slow'), 2, 'the slow webhook still holds its two slots')
+    t.ok(receiver.posts.filter((p) => p.path === '/slow').length <= 2, 'and has not been sent more than its cap')
+    held.open()
+    await eventually(() => receiver.accepted.length === 20 && receiver.inFlight === 0, 15_000)
+    t.pass('the slow webhook gets all of its deliveries once it answers')
+  },
+
   'a burst larger than a lane holds is delivered completely, each once': async (t, h) => {
     // One connection: the lane holds 32 attempts; the rest wait in the store's schedule until it drains.
     const rt = await h.start(t, { WEBHOOK_CONCURRENCY: '1' })
@@ -276,6 +303,9 @@ export const deliveryCases: Record<string, Case> = {
     const messages = Array.from({ length: 120 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId, text: `burst ${i}` }))
     await publishDeliveries(rt, messages)
     await eventually(() => receiver.accepted.length === 120, 20_000)
+    // The receiver counts a POST when it answers; the record is written just after.
+    const settled = async (): Promise<boolean> => (await rt.ctx.store.mgetJson<DeliveryRecord>(messages.map((m) => WebhookKeys.delivery(String(m.delivery_id))))).every((r) => r?.status === 'delivered')
+    await eventually(settled, 10_000)
     const log = await rt.ctx.store.mgetJson<DeliveryRecord>(messages.map((m) => WebhookKeys.delivery(String(m.delivery_id))))
     t.ok(log.every((r) => r?.status === 'delivered' && r.attempts === 1), 'every delivery made exactly one attempt')
     t.equal(new Set(receiver.posts.map((p) => p.body)).size, 120)

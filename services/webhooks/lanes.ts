@@ -1,0 +1,120 @@
+/**
+ * Per-webhook lanes of delivery attempts in this process: at most
+ * `concurrency` attempts of one webhook in flight, and a bounded queue
+ * behind them (QUEUE_FACTOR times that). A webhook's slow or failing
+ * receiver fills only its own lane: other webhooks' attempts, and the
+ * consumer that accepts new deliveries, never wait for it. What does not fit
+ * stays in the durable retry schedule, and the scheduler is poked to bring
+ * it in once the lane has drained by half.
+ */
+
+/** Queued deliveries per lane beyond those in flight. */
+const QUEUE_FACTOR = 32
+
+export interface QueuedAttempt<F> {
+  deliveryId: string
+  /** What the accepting process already knows (its first attempt needs no re-read). */
+  fresh?: F
+}
+
+interface Lane<F> {
+  active: number
+  queue: Array<QueuedAttempt<F>>
+  /** A submit was refused for lack of room: the scheduler must look again when a slot frees. */
+  overflowed: boolean
+}
+
+export interface LaneHooks<F> {
+  run(webhookId: string, attempt: QueuedAttempt<F>): Promise<void>
+  /** A run rejected (it stays scheduled). */
+  failed(err: unknown, webhookId: string, deliveryId: string): void
+  /** A lane that refused work has room again. */
+  drained(): void
+}
+
+export class Lanes<F> {
+  private readonly lanes = new Map<string, Lane<F>>()
+  /** Delivery ids queued or in flight in this process. */
+  private readonly local = new Set<string>()
+  private readonly inflight = new Set<Promise<void>>()
+  private closing = false
+
+  constructor(
+    private readonly concurrency: number,
+    private readonly hooks: LaneHooks<F>
+  ) {}
+
+  /** Attempts a lane holds (in flight and queued) before new ones are left to the scheduler. */
+  private get capacity(): number {
+    return this.concurrency * QUEUE_FACTOR
+  }
+
+  has(deliveryId: string): boolean {
+    return this.local.has(deliveryId)
+  }
+
+  hasRoom(webhookId: string): boolean {
+    if (this.closing) return false
+    const lane = this.lanes.get(webhookId)
+    return !lane || lane.active + lane.queue.length < this.capacity
+  }
+
+  /** Queues an attempt in the webhook's lane; false when the lane is full (the scheduler retries later). */
+  submit(webhookId: string, deliveryId: string, fresh?: F): boolean {
+    if (this.local.has(deliveryId)) return true
+    let lane = this.lanes.get(webhookId)
+    if (!lane) {
+      lane = { active: 0, queue: [], overflowed: false }
+      this.lanes.set(webhookId, lane)
+    }
+    if (this.closing || lane.active + lane.queue.length >= this.capacity) {
+      lane.overflowed = true
+      return false
+    }
+    this.local.add(deliveryId)
+    lane.queue.push(fresh !== undefined ? { deliveryId, fresh } : { deliveryId })
+    this.pump(webhookId, lane)
+    return true
+  }
+
+  private pump(webhookId: string, lane: Lane<F>): void {
+    while (!this.closing && lane.active < this.concurrency && lane.queue.length > 0) {
+      const attempt = lane.queue.shift() as QueuedAttempt<F>
+      lane.active++
+      const run: Promise<void> = this.hooks
+        .run(webhookId, attempt)
+        .catch((err: unknown) => this.hooks.failed(err, webhookId, attempt.deliveryId))
+        .finally(() => {
+          lane.active--
+          this.local.delete(attempt.deliveryId)
+          this.inflight.delete(run)
+          // Refill in chunks: once half the queue has drained, the scheduler brings in what overflowed.
+          if (lane.overflowed && lane.queue.length <= this.capacity / 2) {
+            lane.overflowed = false
+            this.hooks.drained()
+          }
+          if (lane.active === 0 && lane.queue.length === 0 && this.lanes.get(webhookId) === lane) this.lanes.delete(webhookId)
+          else this.pump(webhookId, lane)
+        })
+      this.inflight.add(run)
+    }
+  }
+
+  /** Stops taking work; returns the queued (not started) attempts, per webhook. */
+  stop(): Array<{ webhookId: string; deliveryId: string }> {
+    this.closing = true
+    const out: Array<{ webhookId: string; deliveryId: string }> = []
+    for (const [webhookId, lane] of this.lanes) {
+      for (const { deliveryId } of lane.queue.splice(0)) {
+        this.local.delete(deliveryId)
+        out.push({ webhookId, deliveryId })
+      }
+    }
+    return out
+  }
+
+  /** Resolves when the attempts in flight have finished. */
+  async idle(): Promise<void> {
+    await Promise.allSettled([...this.inflight])
+  }
+}

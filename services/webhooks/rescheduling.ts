@@ -1,0 +1,68 @@
+import type { Store, StoreOp } from '../common/store/types'
+import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from './delivery-log'
+import { retryMember, WebhookKeys } from './keys'
+
+/**
+ * Moving logged deliveries on the retry schedule from outside the attempt
+ * path: making an invalid webhook's pending deliveries due once its CRC
+ * passes again, and an operator's re-send of finished ones.
+ */
+
+export interface ReschedulingDeps {
+  store: Store
+  log: DeliveryLog
+  /** This process's claim value, and how long a claim holds. */
+  nodeId: string
+  leaseMs: number
+  retentionMs: number
+}
+
+/** The write that stores a delivery's record (kept for the log's retention). */
+export function saveOp(record: DeliveryRecord, retentionMs: number): StoreOp {
+  return { op: 'set', key: WebhookKeys.delivery(record.delivery_id), value: JSON.stringify(record), ttlMs: retentionMs }
+}
+
+/** Makes the webhook's pending deliveries due now; one another process is attempting right now is left to it. */
+export async function pullForward(deps: ReschedulingDeps, webhookId: string): Promise<number> {
+  const { store } = deps
+  const now = Date.now()
+  let moved = 0
+  for (const listed of await deps.log.list(webhookId, { status: 'pending' })) {
+    if (listed.next_attempt_at <= now) continue
+    const claim = WebhookKeys.claim(listed.delivery_id)
+    if (!(await store.setIfAbsent(claim, deps.nodeId, deps.leaseMs))) continue
+    try {
+      const record = await deps.log.get(listed.delivery_id)
+      if (!record || record.status !== 'pending' || record.next_attempt_at <= now) continue
+      record.next_attempt_at = now
+      await store.batch([saveOp(record, deps.retentionMs), { op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, record.delivery_id) }])
+      moved++
+    } finally {
+      await store.del(claim)
+    }
+  }
+  return moved
+}
+
+/**
+ * Puts the webhook's logged deliveries matching `filter` (`deliveryId`: just
+ * that one) back on the schedule as new, in one store batch; returns how many.
+ */
+export async function resend(deps: ReschedulingDeps, webhookId: string, filter: { since: number; status?: DeliveryStatus; deliveryId?: string }): Promise<number> {
+  const records =
+    filter.deliveryId !== undefined
+      ? [await deps.log.get(filter.deliveryId)].filter((r): r is DeliveryRecord => r !== undefined && r.webhook_id === webhookId)
+      : await deps.log.list(webhookId, { since: filter.since, status: filter.status ?? 'failed' })
+  const now = Date.now()
+  const ops: StoreOp[] = []
+  for (const r of records) {
+    if (r.status === 'pending') continue
+    const again: DeliveryRecord = { ...r, status: 'pending', attempts: 0, next_attempt_at: now, resent_at: new Date(now).toISOString() }
+    delete again.failed_at
+    delete again.failure_reason
+    delete again.delivered_at
+    ops.push(saveOp(again, deps.retentionMs), { op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, r.delivery_id) })
+  }
+  if (ops.length > 0) await deps.store.batch(ops)
+  return ops.length / 2
+}
