@@ -1,4 +1,5 @@
 import type { ServiceDefinition } from '../common/service'
+import { registerHistoryConsoleRoutes } from './console-routes'
 import { registerHistoryRoutes } from './routes'
 import { startHistoryWorker } from './worker'
 
@@ -12,6 +13,7 @@ export const accountHistoryService: ServiceDefinition = {
   name: 'account-history',
   routes: async (app, ctx) => {
     await registerHistoryRoutes(app, ctx)
+    await registerHistoryConsoleRoutes(app, ctx)
   },
   sandboxRoutes: async (app, ctx) => {
     await registerHistoryRoutes(app, ctx)

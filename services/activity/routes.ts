@@ -2,13 +2,12 @@ import type { FastifyInstance } from 'fastify'
 import { assertUserContextFor, type AuthRequirement, type AuthScheme } from '../common/auth/authenticate'
 import type { ServiceContext } from '../common/context'
 import { ProblemError, Problems, type InvalidRequestItem } from '../common/errors'
-import { acceptedEventTypeNames, normalizeDirection, normalizeEventType, supportsDirection, supportsKeyword } from './event-types'
+import { checkNewSubscription } from './validate'
 import { activityMetrics } from './metrics'
 import {
   decodeCursor,
   encodeCursor,
   type Subscription,
-  type SubscriptionFilter,
   SubscriptionLimitError,
   SubscriptionStore,
   toPublic
@@ -87,31 +86,7 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
   app.post('/2/activity/subscriptions', { config: { auth: CREATE_AUTH }, schema: { body: { $ref: `${SCHEMA}/CreateRequest` } } }, async (request) => {
     const appId = appIdOf(request)
     const body = request.body as CreateBody
-    const problems: InvalidRequestItem[] = []
-    const eventType = normalizeEventType(body.event_type)
-    if (eventType === undefined) {
-      problems.push({ message: `The \`event_type\` field must be one of: ${acceptedEventTypeNames().join(', ')}`, parameters: { event_type: [body.event_type] } })
-    }
-    const filter: SubscriptionFilter = { user_id: body.filter.user_id }
-    if (body.filter.keyword !== undefined) {
-      if (body.filter.keyword.trim() === '') {
-        problems.push({ message: 'The `filter.keyword` field must contain a word', parameters: { 'filter.keyword': [body.filter.keyword] } })
-      } else if (eventType !== undefined && !supportsKeyword(eventType)) {
-        problems.push({ message: `The \`filter.keyword\` field applies only to events with text, not to ${eventType}`, parameters: { 'filter.keyword': [body.filter.keyword] } })
-      } else {
-        filter.keyword = body.filter.keyword
-      }
-    }
-    if (body.filter.direction !== undefined) {
-      const direction = normalizeDirection(body.filter.direction)
-      if (direction === undefined) {
-        problems.push({ message: 'The `filter.direction` field must be one of: sent, received (or outbound, inbound)', parameters: { 'filter.direction': [body.filter.direction] } })
-      } else if (eventType !== undefined && !supportsDirection(eventType)) {
-        problems.push({ message: `The \`filter.direction\` field applies only to direct-message events, not to ${eventType}`, parameters: { 'filter.direction': [body.filter.direction] } })
-      } else {
-        filter.direction = direction
-      }
-    }
+    const { eventType, filter, problems } = checkNewSubscription(body)
     await checkWebhook(appId, body.webhook_id, problems)
     if (problems.length > 0 || eventType === undefined) throw Problems.invalidRequest(problems)
     // Private events: only the user's own token, with the dm level (OAuth 1.0a) or dm.read (OAuth 2.0).

@@ -1,4 +1,5 @@
 import type { ServiceDefinition } from '../common/service'
+import { registerActivityConsoleRoutes } from './console-routes'
 import { registerIngestRoute } from './ingest'
 import { activityMetrics } from './metrics'
 import { registerSubscriptionRoutes } from './routes'
@@ -15,6 +16,7 @@ export const activityService: ServiceDefinition = {
     activityMetrics(ctx)
     await registerSubscriptionRoutes(app, ctx)
     await registerIngestRoute(app, ctx)
+    await registerActivityConsoleRoutes(app, ctx)
   },
   start: async (ctx) => [await startMatcher(ctx)]
 }

@@ -4,6 +4,7 @@ import type { ServiceContext } from './context'
 import { busLagRoutes } from './admin-bus'
 import { markSandboxHost } from './ads/world'
 import { buildServer } from './http'
+import { startPresence } from './console/presence'
 import type { ServiceDefinition, Worker } from './service'
 
 /**
@@ -89,6 +90,8 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const workers: Worker[] = []
   try {
     for (const s of services) if (s.start) workers.push(...(await s.start(ctx)))
+    // After the consumers joined: the first report already names this process's groups.
+    workers.push(startPresence(ctx, listeningUrl(app, config), ready))
   } catch (err) {
     await Promise.allSettled(workers.map((w) => w.close()))
     await app.close()

@@ -9,6 +9,7 @@ import { operatorGuard, resolveOperatorToken } from '../../common/operator'
 import { consoleSessions, loginCsrfToken, loginCsrfValid } from '../../common/console/session'
 import { ConsoleViews } from '../../common/console/views'
 import { getApp } from '../identity'
+import { registerConsoleOpsRoutes } from './ops'
 
 /**
  * The console's front door, served by the gateway: sign-in (operator token,
@@ -112,4 +113,5 @@ export async function registerConsoleRoutes(app: FastifyInstance, ctx: ServiceCo
     })
   })
 
+  await registerConsoleOpsRoutes(app, ctx, sessions, views)
 }

@@ -27,6 +27,8 @@
   document.addEventListener('htmx:afterRequest', function (e) {
     var msg = e.detail.successful && e.detail.xhr && e.detail.xhr.getResponseHeader('x-console-message')
     if (msg) flash(decodeURIComponent(msg), 'info')
+    var form = e.detail.elt
+    if (e.detail.successful && form && form.hasAttribute && form.hasAttribute('data-reset-on-success')) form.reset()
   })
 
   function cell(row, text, cls) {
@@ -98,7 +100,18 @@
       .catch(function (err) { flash('Charts: ' + err.message) })
   }
 
+  function barChart(box) {
+    var data = JSON.parse(box.getAttribute('data-bar-chart'))
+    new Chart(box.querySelector('canvas'), {
+      type: 'bar',
+      data: { labels: data.labels, datasets: [{ label: 'messages behind', data: data.values, backgroundColor: '#1d6fd6' }] },
+      options: { animation: false, maintainAspectRatio: false, indexAxis: 'y', scales: { x: { beginAtZero: true } }, plugins: { legend: { display: false } } }
+    })
+    box.setAttribute('data-ready', 'true')
+  }
+
   document.addEventListener('DOMContentLoaded', function () {
+    document.querySelectorAll('[data-bar-chart]').forEach(barChart)
     document.querySelectorAll('[data-tail-src]').forEach(startTail)
     document.querySelectorAll('[data-chart-src]').forEach(drawCharts)
   })
