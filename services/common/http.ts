@@ -5,6 +5,7 @@ import type { Readable } from 'node:stream'
 import fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import client from 'prom-client'
 import type { Logger } from 'pino'
+import { ADS_API_VERSION } from './ads/version'
 import { Authenticator, InsufficientScopeError, registerAuthentication } from './auth/authenticate'
 import { formPairs, OAuthHeaderError } from './auth/oauth1'
 import type { ServiceContext } from './context'
@@ -136,7 +137,9 @@ export function adsRequestParams(request: FastifyRequest): Record<string, unknow
   return { ...out }
 }
 
+/** Ads errors carry the interface's version like its successes (platform-facts §7: every response). */
 function sendAds(reply: FastifyReply, request: FastifyRequest, err: AdsError): FastifyReply {
+  reply.header('x-current-api-version', ADS_API_VERSION)
   return reply.code(err.statusCode).type('application/json; charset=utf-8').send({ errors: err.items, request: { params: adsRequestParams(request) } })
 }
 
@@ -350,7 +353,8 @@ function answerClientError(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, 
         : problemBody(problemBase, 'about:blank', detail, status)
   )
   const type = shape === 'v2' ? 'application/problem+json' : 'application/json; charset=utf-8'
-  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+  const version = shape === 'ads' ? `x-current-api-version: ${ADS_API_VERSION}\r\n` : ''
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: ${type}\r\n${version}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
 }
 
 const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const

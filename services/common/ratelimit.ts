@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import client from 'prom-client'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { type AuthContext, refusedCaller } from './auth/authenticate'
 import type { Config } from './config'
 import type { ServiceContext } from './context'
 import { Classic } from './errors'
@@ -130,8 +131,7 @@ export class RateLimiter {
 }
 
 /** Who a request is counted as: the user of an app, the app, or the client address. */
-export function rateLimitIdentity(request: FastifyRequest): string {
-  const auth = request.auth
+export function rateLimitIdentity(request: FastifyRequest, auth: AuthContext | undefined = request.auth): string {
   if (auth === undefined) return `ip:${request.ip}`
   if (auth.scheme === 'bearer-app') return `app:${auth.app.id}`
   return `user:${auth.app.id}:${auth.userId}`
@@ -222,9 +222,10 @@ export async function enforceRateLimit(
 }
 
 /** The caller's windows for this request: the route's family (named or default) and with_total_count. */
-async function callerStates(limiter: RateLimiter, request: FastifyRequest, identity: string): Promise<RateLimitState[]> {
+async function callerStates(limiter: RateLimiter, request: FastifyRequest, caller: AuthContext | undefined): Promise<RateLimitState[]> {
+  const identity = rateLimitIdentity(request, caller)
   const named = request.routeOptions.config.rateLimit
-  const authenticated = request.auth !== undefined
+  const authenticated = caller !== undefined
   const rule = named ?? (authenticated ? { family: routeFamily(request.method, request.routeOptions.url ?? request.url) } : undefined)
   // Independent counters: counted concurrently (one store round trip, not one per window).
   const counting: Array<Promise<RateLimitState>> = []
@@ -238,26 +239,43 @@ async function callerStates(limiter: RateLimiter, request: FastifyRequest, ident
  * account, so another application's callers cannot exhaust an account's
  * reads by naming it.
  */
-async function accountState(limiter: RateLimiter, request: FastifyRequest): Promise<RateLimitState | undefined> {
-  const accountId = request.auth === undefined ? undefined : adsAccountOf(request)
-  if (accountId === undefined || request.auth === undefined) return undefined
+async function accountState(limiter: RateLimiter, request: FastifyRequest, caller: AuthContext | undefined): Promise<RateLimitState | undefined> {
+  const accountId = caller === undefined ? undefined : adsAccountOf(request)
+  if (accountId === undefined || caller === undefined) return undefined
   const family = `${ADS_ACCOUNT_FAMILY}:${routeFamily(request.method, request.routeOptions.url ?? request.url)}`
-  return limiter.consume(family, `app:${request.auth.app.id}:account:${accountId}`, limiter.policy({ family: ADS_ACCOUNT_FAMILY }))
+  return limiter.consume(family, `app:${caller.app.id}:account:${accountId}`, limiter.policy({ family: ADS_ACCOUNT_FAMILY }))
 }
+
+/** Counts the request in each of its windows and sets the headers; the exceeded window, if any. */
+async function countRequest(limiter: RateLimiter, request: FastifyRequest, reply: FastifyReply, caller: AuthContext | undefined): Promise<RateLimitState | undefined> {
+  const [states, account] = await Promise.all([callerStates(limiter, request, caller), accountState(limiter, request, caller)])
+  const shown = states.length > 0 ? mostConstrained(states) : undefined
+  if (shown) setRateLimitHeaders(reply, shown)
+  if (account) setRateLimitHeaders(reply, account, 'account')
+  return [shown, account].find((state) => state?.exceeded)
+}
+
+/** Requests already counted (the preValidation hook ran for them). */
+const counted = new WeakSet<FastifyRequest>()
 
 /** Registers the limiter and its preValidation hook; call after registerAuthentication so `request.auth` is set. */
 export function registerRateLimits(app: FastifyInstance, ctx: Pick<ServiceContext, 'store' | 'config' | 'metrics'>): void {
   const limiter = new RateLimiter(ctx.store, ctx.config, rejectionCounter(ctx.metrics))
   app.decorate('rateLimiter', limiter)
   app.addHook('preValidation', async (request, reply) => {
-    const [states, account] = await Promise.all([callerStates(limiter, request, rateLimitIdentity(request)), accountState(limiter, request)])
-    const shown = states.length > 0 ? mostConstrained(states) : undefined
-    if (shown) setRateLimitHeaders(reply, shown)
-    if (account) setRateLimitHeaders(reply, account, 'account')
-    const exceeded = [shown, account].find((state) => state?.exceeded)
+    counted.add(request)
+    const exceeded = await countRequest(limiter, request, reply, request.auth)
     if (exceeded) {
       limiter.rejected(exceeded.family.startsWith(`${ADS_ACCOUNT_FAMILY}:`) ? ADS_ACCOUNT_FAMILY : exceeded.family)
       throw Classic.rateLimited()
     }
+  })
+  // A verified caller refused by authentication (wrong kind of credential, scope, access level)
+  // never reached the hook above: the 403 is counted here and carries the headers too.
+  app.addHook('onError', async (request, reply) => {
+    const caller = refusedCaller(request)
+    if (caller === undefined || counted.has(request) || reply.sent) return
+    counted.add(request)
+    await countRequest(limiter, request, reply, caller).catch(() => undefined)
   })
 }

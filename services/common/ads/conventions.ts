@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthRequirement } from '../auth/authenticate'
 import { Ads, AdsError } from '../errors'
 import { adsRequestParams } from '../http'
+import { ADS_API_VERSION } from './version'
 
 /**
  * Conventions of every operation of the advertising interface
@@ -13,7 +14,7 @@ import { adsRequestParams } from '../http'
  * cursors, used by the gateway alone, in services/gateway/ads/conventions.ts.
  */
 
-export const ADS_API_VERSION = '12'
+export { ADS_API_VERSION } from './version'
 
 /** Every ads call is OAuth 1.0a user context (platform-facts §7). */
 export const ADS_AUTH: AuthRequirement = { schemes: ['oauth1-user'] }

@@ -85,6 +85,28 @@ function insufficientAccess(need: 'read' | 'write' | 'dm'): ClassicError {
   return new ClassicError(403, { code: 220, message: 'Your credentials do not allow access to this resource. This token has read-only access.' })
 }
 
+/**
+ * Callers whose credential checked out but does not open the route (another
+ * kind of credential, a missing scope, a lower access level). The platform
+ * still counts such a request against the caller's rate limits and reports
+ * them (`x-rate-limit-*`) on the 403: services/common/ratelimit.ts reads the
+ * caller from here. A request whose credential failed has no caller.
+ */
+const refusedCallers = new WeakMap<FastifyRequest, AuthContext>()
+
+export function refusedCaller(request: FastifyRequest): AuthContext | undefined {
+  return refusedCallers.get(request)
+}
+
+function refuse(request: FastifyRequest, caller: AuthContext, err: Error): Error {
+  refusedCallers.set(request, caller)
+  return err
+}
+
+function oauth1Context(app: App, token: AccessToken): AuthContext & { accessLevel: AccessLevel } {
+  return { scheme: 'oauth1-user', app, userId: token.user_id, screenName: token.screen_name, token, accessLevel: lowerLevel(app.access_level, token.access_level) }
+}
+
 /** Consumer keys remembered per process (bench/http: one Redis round trip of five per signed request). */
 const APP_ID_CACHE_SIZE = 10_000
 
@@ -124,13 +146,18 @@ export class Authenticator {
     const header = request.headers.authorization
     const scheme = header === undefined ? undefined : header.trim().split(/\s+/, 1)[0]?.toLowerCase()
     if (scheme === 'oauth' || (scheme === undefined && carriesOAuth1(request))) {
-      if (!requirement.schemes.includes('oauth1-user')) throw unsupported(request, 'oauth1-user', requirement)
+      if (!requirement.schemes.includes('oauth1-user')) {
+        const refusal = unsupported(request, 'oauth1-user', requirement)
+        // The signature is still checked: a genuine caller is counted against its limits (refusedCaller), a forged one is not.
+        const verified = await this.verifyOAuth1(request, publicBase, 'access').catch(() => undefined)
+        if (verified?.token) throw refuse(request, oauth1Context(verified.app, verified.token), refusal)
+        throw refusal
+      }
       const verified = await this.verifyOAuth1(request, publicBase, 'access')
-      const token = verified.token as AccessToken
-      const accessLevel = lowerLevel(verified.app.access_level, token.access_level)
+      const caller = oauth1Context(verified.app, verified.token as AccessToken)
       const need = requirement.access ?? (request.method === 'GET' || request.method === 'HEAD' ? 'read' : 'write')
-      if (!allows(accessLevel, need)) throw insufficientAccess(need)
-      return { scheme: 'oauth1-user', app: verified.app, userId: token.user_id, screenName: token.screen_name, token, accessLevel }
+      if (!allows(caller.accessLevel, need)) throw refuse(request, caller, insufficientAccess(need))
+      return caller
     }
     if (scheme === 'bearer') {
       const token = (header as string).trim().slice(6).trim()
@@ -139,15 +166,17 @@ export class Authenticator {
       const app = await this.store.getJson<App>(AuthKeys.app(record.app_id))
       if (!app) throw Classic.invalidToken()
       if (record.kind === 'app') {
-        if (!requirement.schemes.includes('bearer-app')) throw unsupported(request, 'bearer-app', requirement)
-        return { scheme: 'bearer-app', app, bearerToken: token }
+        const caller: AuthContext = { scheme: 'bearer-app', app, bearerToken: token }
+        if (!requirement.schemes.includes('bearer-app')) throw refuse(request, caller, unsupported(request, 'bearer-app', requirement))
+        return caller
       }
       // A user token dies with its expiry, and with the app's OAuth 2.0 client.
       if (Date.parse(record.expires_at) <= Date.now() || !app.oauth2) throw Classic.invalidToken()
-      if (!requirement.schemes.includes('oauth2-user')) throw unsupported(request, 'oauth2-user', requirement)
+      const caller: AuthContext = { scheme: 'oauth2-user', app, userId: record.user_id, scopes: record.scopes, bearerToken: token }
+      if (!requirement.schemes.includes('oauth2-user')) throw refuse(request, caller, unsupported(request, 'oauth2-user', requirement))
       const missing = (requirement.scopes ?? []).filter((s) => !record.scopes.includes(s))
-      if (missing.length > 0) throw new InsufficientScopeError(requirement.scopes ?? [], missing)
-      return { scheme: 'oauth2-user', app, userId: record.user_id, scopes: record.scopes, bearerToken: token }
+      if (missing.length > 0) throw refuse(request, caller, new InsufficientScopeError(requirement.scopes ?? [], missing))
+      return caller
     }
     // No credentials the route understands. The 1.1 and OAuth interfaces answer 400 code 215.
     if (classicPath(request)) throw Classic.badAuthData()
