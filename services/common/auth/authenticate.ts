@@ -251,10 +251,12 @@ function unsupported(request: FastifyRequest, used: AuthScheme, requirement: Aut
 }
 
 /**
- * One value per parameter name (the public platform rejects duplicate keys
- * with 215). A protocol parameter repeated with the same value in two places
+ * One value per protocol parameter name (a repeated oauth_* is 215). A
+ * protocol parameter repeated with the same value in two places
  * (twitter-api-v2 sends oauth_token and oauth_verifier both in the header and
  * in the body) counts once; the signature is then accepted over either form.
+ * A request parameter may repeat (RFC 5849 §3.4.1.3.2 sorts the copies by
+ * value): the Python ads SDK sends a list property as repeated keys.
  */
 export function uniqueParams(all: ParamPair[]): { pairs: ParamPair[]; params: Map<string, string>; collapsed: boolean } {
   const params = new Map<string, string>()
@@ -267,6 +269,8 @@ export function uniqueParams(all: ParamPair[]): { pairs: ParamPair[]; params: Ma
       pairs.push([k, v])
     } else if (seen === v && k.startsWith('oauth_')) {
       collapsed = true
+    } else if (!k.startsWith('oauth_')) {
+      pairs.push([k, v])
     } else {
       throw Classic.badAuthData(`Duplicate parameter "${k.slice(0, 60)}".`)
     }
