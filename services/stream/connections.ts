@@ -19,6 +19,8 @@ export interface StreamConnection {
   readonly lastWriteAt: number
   /** Sends one event (its serialized envelope). */
   send(json: string): void
+  /** Sends several events in one write to the network (a batch's fan-out). */
+  sendMany(jsons: string[]): void
   keepAlive(): void
   /** Bytes accepted but not yet handed to the network. */
   unsentBytes(): number
@@ -61,6 +63,11 @@ export class HttpStreamConnection implements StreamConnection {
 
   send(json: string): void {
     this.write(`${json}\r\n`)
+  }
+
+  sendMany(jsons: string[]): void {
+    // One chunk: each event still ends with its own \r\n, as a client reading lines expects.
+    if (jsons.length > 0) this.write(`${jsons.join('\r\n')}\r\n`)
   }
 
   keepAlive(): void {
@@ -111,6 +118,19 @@ export class WebSocketStreamConnection implements StreamConnection {
   send(json: string): void {
     if (!this.open) return
     this.ws.send(json)
+    this.lastWriteAt = Date.now()
+  }
+
+  sendMany(jsons: string[]): void {
+    if (!this.open || jsons.length === 0) return
+    // One message per event (the protocol), their frames corked into one write to the socket.
+    const socket = (this.ws as WebSocket & { _socket?: { cork(): void; uncork(): void } })._socket
+    socket?.cork()
+    try {
+      for (const json of jsons) this.ws.send(json)
+    } finally {
+      socket?.uncork()
+    }
     this.lastWriteAt = Date.now()
   }
 

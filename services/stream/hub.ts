@@ -25,6 +25,10 @@ import { streamNodeSettings, type StreamNodeSettings } from './settings'
  * backfill_minutes reach back to them: a client that reconnects after a
  * ForceDisconnect gets what it missed, nobody gets old lines as new ones.
  *
+ * Fan-out works a batch at a time: a batch of deliveries from the bus
+ * becomes one write per connection (its lines joined; on WebSocket, its
+ * messages corked into one socket write).
+ *
  * Writing never waits for a client. Each write is followed by a look at the
  * connection's unsent bytes: a client still above STREAM_SLOW_READER_BYTES a
  * moment later (SLOW_READER_GRACE_MS, time for a burst written in one turn of
@@ -40,6 +44,8 @@ const SLOW_READER_GRACE_MS = 1000
 /** Above this multiple of the threshold a client is disconnected at once (memory bound). */
 const SLOW_READER_HARD_FACTOR = 4
 const WS_GOING_AWAY = 1001
+/** Deliveries fanned out per write to each connection. */
+const FANOUT_BATCH = 500
 const WS_POLICY_VIOLATION = 1008
 
 export interface Admission {
@@ -196,7 +202,7 @@ export class StreamHub {
     }
     if (backfillMinutes > 0) {
       for (const line of this.buffer.since(conn.appId, openedAt - backfillMinutes * 60_000)) {
-        if (!this.deliver(conn, line)) break
+        if (!this.deliver(conn, [line])) break
       }
     }
     if (this.leases.has(conn)) {
@@ -213,32 +219,48 @@ export class StreamHub {
     })
   }
 
-  /**
-   * A delivery from the bus, published at `publishedAt`: kept for backfill
-   * and written to the app's open streams on this node. One published while
-   * the node was down goes only to streams whose backfill reaches back to it.
-   */
+  /** One delivery from the bus, published at `publishedAt` (see dispatchBatch). */
   dispatch(delivery: Pick<Delivery, 'app_id' | 'envelope'>, publishedAt = Date.now()): void {
-    this.metrics.received.inc()
-    const missed = publishedAt < this.consumingSince
-    if (missed && publishedAt < Date.now() - this.ctx.config.streamBackfillMs) {
-      this.metrics.caughtUp.inc({ outcome: 'too-old' })
-      return
-    }
-    if (missed) this.metrics.caughtUp.inc({ outcome: 'buffered' })
-    const line = JSON.stringify(delivery.envelope)
-    this.buffer.push(delivery.app_id, line, publishedAt)
-    const set = this.byApp.get(delivery.app_id)
-    if (!set) return
-    for (const conn of [...set]) {
-      if (!missed || publishedAt >= (this.wantsFrom.get(conn) ?? Number.POSITIVE_INFINITY)) this.deliver(conn, line)
-    }
+    this.dispatchBatch([{ delivery, publishedAt }])
   }
 
-  /** Writes one event; false when the connection was closed as a slow reader. */
-  private deliver(conn: StreamConnection, line: string): boolean {
-    conn.send(line)
-    this.metrics.sent.inc({ kind: 'event' })
+  /**
+   * Deliveries from the bus, in order: each is kept for backfill and goes to
+   * its app's open streams on this node, every connection getting the
+   * batch's lines in one write. One published while the node was down goes
+   * only to streams whose backfill reaches back to it.
+   */
+  dispatchBatch(items: Array<{ delivery: Pick<Delivery, 'app_id' | 'envelope'>; publishedAt: number }>): void {
+    const pending = new Map<StreamConnection, string[]>()
+    const liveSince = this.consumingSince
+    const oldest = Date.now() - this.ctx.config.streamBackfillMs
+    for (const { delivery, publishedAt } of items) {
+      this.metrics.received.inc()
+      const missed = publishedAt < liveSince
+      if (missed && publishedAt < oldest) {
+        this.metrics.caughtUp.inc({ outcome: 'too-old' })
+        continue
+      }
+      if (missed) this.metrics.caughtUp.inc({ outcome: 'buffered' })
+      const line = JSON.stringify(delivery.envelope)
+      this.buffer.push(delivery.app_id, line, publishedAt)
+      const set = this.byApp.get(delivery.app_id)
+      if (!set) continue
+      for (const conn of set) {
+        if (missed && publishedAt < (this.wantsFrom.get(conn) ?? Number.POSITIVE_INFINITY)) continue
+        const lines = pending.get(conn)
+        if (lines) lines.push(line)
+        else pending.set(conn, [line])
+      }
+    }
+    for (const [conn, lines] of pending) if (this.leases.has(conn)) this.deliver(conn, lines)
+  }
+
+  /** Writes events in one write; false when the connection was closed as a slow reader. */
+  private deliver(conn: StreamConnection, lines: string[]): boolean {
+    if (lines.length === 1) conn.send(lines[0] as string)
+    else conn.sendMany(lines)
+    this.metrics.sent.inc({ kind: 'event' }, lines.length)
     const threshold = this.ctx.config.streamSlowReaderBytes
     const unsent = conn.unsentBytes()
     if (unsent > threshold * SLOW_READER_HARD_FACTOR) {
@@ -326,15 +348,20 @@ export class StreamHub {
       topics: [TOPICS.activityDeliveries],
       // A new group starts live; a known one resumes from its committed offsets (the catch-up above).
       fromBeginning: false,
-      handler: async (message: BusMessage) => {
-        const delivery = message.value as Partial<Delivery> | undefined
-        if (typeof delivery?.app_id !== 'string' || typeof delivery.envelope !== 'object' || delivery.envelope === null) {
-          // Producers validate deliveries; one that still lacks its parts cannot be streamed, and retrying will not change it.
-          log.warn({ partition: message.partition, offset: message.offset }, 'skipping a delivery without app_id or envelope')
-          return
+      maxBatch: FANOUT_BATCH,
+      batchHandler: async (messages: BusMessage[]) => {
+        const items: Array<{ delivery: Delivery; publishedAt: number }> = []
+        for (const message of messages) {
+          const delivery = message.value as Partial<Delivery> | undefined
+          if (typeof delivery?.app_id !== 'string' || typeof delivery.envelope !== 'object' || delivery.envelope === null) {
+            // Producers validate deliveries; one that still lacks its parts cannot be streamed, and retrying will not change it.
+            log.warn({ partition: message.partition, offset: message.offset }, 'skipping a delivery without app_id or envelope')
+            continue
+          }
+          items.push({ delivery: delivery as Delivery, publishedAt: Number.isFinite(message.timestamp) ? message.timestamp : Date.now() })
         }
-        // The stream only forwards: whatever happens to one client, the delivery is done for this node.
-        this.dispatch(delivery as Delivery, Number.isFinite(message.timestamp) ? message.timestamp : Date.now())
+        // The stream only forwards: whatever happens to one client, the batch is done for this node.
+        this.dispatchBatch(items)
       }
     })
     return { name: 'stream-deliveries', close: () => this.stop() }
