@@ -2,6 +2,8 @@ import t from 'tap'
 import { bearerRequest, oauth1Request, startTestRuntime } from '../helper'
 import { createAdsIdentity } from '../ads/helper'
 import { startReceiver } from '../webhooks/support'
+import { OpenApiAudit } from './support/openapi-audit'
+import { Recorder } from './support/recorder'
 
 /**
  * Official SDKs send `Content-Type: application/json` on every request, with
@@ -32,7 +34,10 @@ t.test('an empty JSON body is no body on every route', async (t) => {
 })
 
 t.test('webhook validate and delete, subscription deletes: empty body and {} with a JSON content type', async (t) => {
-  const rt = await startTestRuntime(t)
+  const started = await startTestRuntime(t)
+  const recorder = await Recorder.start(t, started.baseUrl)
+  // Every call below goes through the recorder, so each /2/ answer is audited against the OpenAPI document.
+  const rt = { ctx: started.ctx, baseUrl: recorder.url }
   const { id } = await createAdsIdentity(rt.ctx)
   const receiver = await startReceiver(t, id.app.consumer_secret)
   const auth = { authorization: `Bearer ${id.bearer}` }
@@ -73,6 +78,7 @@ t.test('webhook validate and delete, subscription deletes: empty body and {} wit
   t.same(deleted, { status: 200, json: { data: { deleted: true } } })
   const listed = await bearerRequest('GET', `${rt.baseUrl}/2/webhooks`, id.bearer, { headers: JSON_TYPE })
   t.same(listed.json(), { data: [], meta: { result_count: 0 } })
+  new OpenApiAudit().check(t, recorder.exchanges, 'empty bodies')
 })
 
 t.test('a route that needs a body reports it missing in its own shape', async (t) => {
