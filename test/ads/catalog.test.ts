@@ -450,16 +450,31 @@ t.test('product sets: MANUAL, FILTERED evaluation in the background, updates, er
   })
   t.same(failed.product_ids, [])
 
-  // Updates: name and description only; FILTERED filters refused.
-  res = await call('PUT', `product_catalogs/${cid}/product_sets/${filtered.id}`, { json: { name: 'Premium', description: '' } })
-  t.match(res.json<{ data: Json }>().data, { name: 'Premium', description: null, type: 'FILTERED' })
-  res = await call('PUT', `product_catalogs/${cid}/product_sets/${filtered.id}`, { json: { filters: [{ attribute: 'price', operator: 'LESS_THAN', value: '1.00 USD' }] } })
-  t.equal(res.status, 400)
+  // Updates: a MANUAL set's name, description and product keys; a FILTERED set not at all.
+  const before = await read(filtered.id as string)
+  const refusals: Array<[string, Json]> = [
+    ['name and description', { name: 'Premium', description: '' }],
+    ['filters', { filters: [{ attribute: 'price', operator: 'LESS_THAN', value: '1.00 USD' }] }],
+    ['product_keys', { product_keys: [keys[0]] }],
+    ['type', { type: 'MANUAL' }],
+    ['nothing', {}],
+    ['an invalid name', { name: '' }]
+  ]
+  for (const [label, body] of refusals) {
+    res = await call('PUT', `product_catalogs/${cid}/product_sets/${filtered.id}`, { json: body })
+    t.equal(res.status, 400, `FILTERED set, ${label}: ${res.text.slice(0, 160)}`)
+    t.match(res.json(), { errors: [{ code: 'INVALID_PARAMETER', parameter: 'product_set_id', message: /FILTERED product sets is not supported/ }], request: { params: { product_set_id: filtered.id } } }, label)
+  }
+  t.same(await read(filtered.id as string), before, 'the FILTERED set is unchanged')
+  res = await call('PUT', `product_catalogs/${cid}/product_sets/${manual.id}`, { json: { filters: [{ attribute: 'price', operator: 'LESS_THAN', value: '1.00 USD' }] } })
   t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'filters' })
-  res = await call('PUT', `product_catalogs/${cid}/product_sets/${filtered.id}`, { json: {} })
+  res = await call('PUT', `product_catalogs/${cid}/product_sets/${manual.id}`, { json: { type: 'FILTERED' } })
+  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'type' })
+  res = await call('PUT', `product_catalogs/${cid}/product_sets/${manual.id}`, { json: {} })
   t.match(errorOf(res), { code: 'MISSING_PARAMETER' })
   res = await call('PUT', `product_catalogs/${cid}/product_sets/${manual.id}`, { json: { name: 'Picked again', product_keys: [keys[1]] } })
   t.match(res.json<{ data: Json }>().data, { name: 'Picked again', product_ids: ['mid'], processing_status: 'DONE' })
+  // Deleting a FILTERED set is allowed (the public reference's example deletes one).
 
   // A deleted product drops out of a MANUAL set.
   await call('DELETE', `product_catalogs/${cid}/products`, { json: { product_keys: [keys[1]] } })

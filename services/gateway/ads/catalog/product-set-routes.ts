@@ -13,7 +13,9 @@ import { catalogChange, CatalogKeys, productSetPage, productsByKeys, publicProdu
 /**
  * Product sets of a catalog (service-spec "Catalog management"): MANUAL
  * sets (a list of product keys) and FILTERED ones (filters the evaluator
- * applies, ./evaluator).
+ * applies, ./evaluator). A MANUAL set's name, description and product keys
+ * can be updated; a FILTERED set cannot be updated at all (the spec: its
+ * update is unsupported), only read, re-evaluated and deleted.
  */
 
 const MAX_SET_DESCRIPTION = 1000
@@ -112,14 +114,17 @@ export async function registerProductSetRoutes(app: FastifyInstance, ctx: Servic
     const catalog = await catalogOfRequest(ctx, request)
     const setId = params(request).product_set_id ?? ''
     const existing = await requireProductSet(ctx, catalog.id, setId)
+    // "Updating FILTERED product sets is not supported" (service-spec, catalog management): no field of one changes.
+    if (existing.type === 'FILTERED') {
+      throw Ads.invalid('product_set_id', `Product set ${setId} is FILTERED, and updating FILTERED product sets is not supported; delete it and create a new one`)
+    }
     if (p.has('type') && p.raw('type') !== existing.type) throw Ads.invalid('type', 'The type of a product set cannot be changed')
-    if (p.has('filters')) throw Ads.invalid('filters', 'Updating the filters of a FILTERED product set is not supported; create a new set instead')
-    if (existing.type === 'FILTERED' && p.has('product_keys')) throw Ads.invalid('product_keys', 'product_keys applies to MANUAL product sets only')
+    if (p.has('filters')) throw Ads.invalid('filters', 'filters apply to FILTERED product sets; a MANUAL set is defined by product_keys')
     const name = readName(p, false)
     const description = readDescription(p)
-    const productKeys = existing.type === 'MANUAL' && p.has('product_keys') ? await readManualKeys(ctx, catalog.id, p) : undefined
+    const productKeys = p.has('product_keys') ? await readManualKeys(ctx, catalog.id, p) : undefined
     if (name === undefined && description === undefined && productKeys === undefined) {
-      throw new AdsError(400, { code: 'MISSING_PARAMETER', message: `Nothing to update: send name, description${existing.type === 'MANUAL' ? ' or product_keys' : ''}`, parameter: 'name' })
+      throw new AdsError(400, { code: 'MISSING_PARAMETER', message: 'Nothing to update: send name, description or product_keys', parameter: 'name' })
     }
     const after = await withCatalogLock(ctx, catalog, async () => {
       const current = await requireProductSet(ctx, catalog.id, setId)
