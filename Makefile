@@ -2,10 +2,10 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 NODE ?= node
-APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg
+APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg nginx supervisor
 CLI := $(NODE) dist/services/cli.js
 
-.PHONY: types types-check readme help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
+.PHONY: nginx-conf types types-check readme help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
         app user account webhooks replay publish deliveries resend clean config-doc console console-link
 
 help: ## list the targets
@@ -18,7 +18,7 @@ node_modules/.installed: package.json package-lock.json
 
 deps-npm: node_modules/.installed
 
-deps-system: ## install redis-server, librdkafka-dev, gcc, chromium and ffmpeg with apt-get when absent
+deps-system: ## install redis-server, librdkafka-dev, gcc, chromium, ffmpeg, nginx and supervisor with apt-get when absent
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "==> installing Debian packages:$$missing"; \
@@ -55,13 +55,13 @@ test-only: ## run the tap suite (real Redis and Kafka mock cluster started by te
 bench: build deps-system ## run every benchmark; writes bench/RESULTS.md
 	@bash scripts/run-bench.sh
 
-up: build deps-system ## distributed on this machine: Redis, Kafka mock cluster, one process per instance [ACTIVITY=2 WEBHOOKS=1 STREAM=2 GATEWAY=1 ACCOUNT_HISTORY=1]
+up: build deps-system ## distributed on this machine: Redis, Kafka mock cluster, supervisord running nginx and each instance [GATEWAY=2 WEBHOOKS=2 ACTIVITY=2 STREAM=2 ACCOUNT_HISTORY=2]
 	@$(NODE) dist/scripts/up.js up
 
-down: ## stop exactly the processes `make up` started
+down: ## stop exactly the processes `make up` started (nginx and supervisord included)
 	@$(NODE) dist/scripts/up.js down
 
-status: ## what `make up` runs and whether each service is ready
+status: ## each process of `make up`: pid, port, supervisor state, restarts, /healthz, /readyz
 	@$(NODE) dist/scripts/up.js status
 
 topics: build ## topics of deploy/topics.json, checked on the cluster (make up's or KAFKA_BROKERS); CREATE=1 creates missing ones
@@ -104,6 +104,10 @@ publish: build ## publish activity events: make publish FILE=events.ndjson
 
 types: build ## regenerate services/common/generated/schema-types.ts from schemas/
 	@$(NODE) dist/scripts/gen-types.js
+
+# test/common/nginx.test.ts fails when the file is stale.
+nginx-conf: build ## regenerate deploy/nginx/nginx.conf (the compose proxy) from deploy/routes.json
+	@$(NODE) dist/scripts/nginx.js --compose
 
 readme: build ## rewrite the README's configuration table from services/common/config.ts
 	@$(NODE) dist/scripts/readme-config.js

@@ -3,136 +3,40 @@ import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { projectRoot } from '../services/common/bus/topics'
+import { loadConfig } from '../services/common/config'
+import { instanceEnv, selectedServices, sharedEnv } from './instances'
 import { freePort, launchMockCluster, launchRedis } from './local-infra'
-import { loadRoutes, servicesOf, upstreamEnvName } from './proxy'
+import { loadRoutes, nginxConfig, servicesOf } from './nginx'
+import { programStatus, supervisorConfig, supervisorctl, type Program, type SupervisorFiles } from './supervisor'
+
+export { LOCAL_SERVICES, instanceCounts, instanceEnv, printedPorts, selectedServices, serviceEnv, sharedEnv, streamNodeEnv } from './instances'
 
 /**
  * `make up` / `make down` / `make status`: the distributed system on this
- * machine. A Redis, the Kafka mock cluster (3 brokers, topics of
- * deploy/topics.json), one process per service instance (counts from
- * ACTIVITY, WEBHOOKS, STREAM, GATEWAY, ACCOUNT_HISTORY) and the reverse
- * proxy on PORT (default 8080) that routes path families per
- * deploy/routes.json. Everything started is recorded in RUN_DIR/state.json
- * (default .run/) the moment it starts, so `down` stops exactly those
- * processes, even after a failed `up`.
+ * machine. Redis and the Kafka mock cluster (3 brokers, topics of
+ * deploy/topics.json) as detached processes; then supervisord (Debian's
+ * `supervisor`), which runs every service instance (counts from GATEWAY,
+ * WEBHOOKS, ACTIVITY, STREAM, ACCOUNT_HISTORY) and nginx in front of them on
+ * PORT (default 8080) and SANDBOX_PORT (8081), routing path families per
+ * deploy/routes.json (scripts/nginx.ts). Each instance gets a fixed loopback
+ * port, so a restarted one comes back where nginx expects it. Everything
+ * started is recorded in RUN_DIR/state.json (default .run/) the moment it
+ * starts, so `down` stops exactly those processes, even after a failed `up`.
  *
  *   node dist/scripts/up.js up | down | status
  */
 
-/** The service processes of `make up` by default: two matchers and two stream nodes show scaling out. */
-export const LOCAL_SERVICES: ReadonlyArray<{ name: string; instances: number }> = [
-  { name: 'gateway', instances: 1 },
-  { name: 'webhooks', instances: 1 },
-  { name: 'activity', instances: 2 },
-  { name: 'stream', instances: 2 },
-  { name: 'account-history', instances: 1 }
-]
-
-/** The environment variable giving a service's instance count: ACTIVITY=3, ACCOUNT_HISTORY=2. */
-export function instancesEnvName(service: string): string {
-  return service.toUpperCase().replace(/-/g, '_')
-}
-
-/**
- * Instances per service: LOCAL_SERVICES, each overridden by its count
- * variable (`make up ACTIVITY=3 STREAM=1`); 0 leaves a service out. The
- * instances of a service share its consumer groups, so the count is how
- * far a service is scaled out.
- */
-export function instanceCounts(env: NodeJS.ProcessEnv = process.env): Array<{ name: string; instances: number }> {
-  return LOCAL_SERVICES.map(({ name, instances }) => {
-    const variable = instancesEnvName(name)
-    const raw = env[variable]
-    if (raw === undefined || raw.trim() === '') return { name, instances }
-    const n = Number(raw)
-    if (!Number.isInteger(n) || n < 0 || n > 16) throw new Error(`${variable} must be an instance count from 0 to 16, got "${raw}"`)
-    return { name, instances: n }
-  })
-}
-
-/**
- * A stream node's identity (STREAM_NODE_ID): its consumer group on
- * activity.deliveries is named from it, so a restarted node resumes its own
- * group. Every local node runs on one host on an ephemeral port, so the
- * service's default (host name + port) would not survive a restart: each
- * node is named after its instance (stream-1, stream-2).
- */
-export function streamNodeEnv(service: string, instance: string): Record<string, string> {
-  return service === 'stream' ? { STREAM_NODE_ID: instance } : {}
-}
-
-/** What `up` decides for one service instance; everything else comes from the operator's environment. */
-export interface InstanceSettings {
-  service: string
-  instance: string
-  port: number
-  sandboxPort: number
-  kafkaBrokers: string[]
-  redisUrl: string
-  operatorToken: string
-  dataDir: string
-}
-
-/**
- * The environment of one service instance: the operator's whole environment
- * (every configuration variable, e.g. `make up KAFKA_FETCH_MAX_WAIT=50ms`,
- * reaches every process), then what `up` owns: loopback address, ports,
- * the local Redis and Kafka, the shared operator token, a data directory per
- * instance and the stream node identity. A session timeout of 10 s unless
- * set: a killed member's partitions move within it.
- */
-export function serviceEnv(base: NodeJS.ProcessEnv, s: InstanceSettings): Record<string, string> {
-  const env: Record<string, string> = {}
-  for (const [k, v] of Object.entries(base)) if (v !== undefined) env[k] = v
-  return {
-    ...env,
-    ...streamNodeEnv(s.service, s.instance),
-    HOST: '127.0.0.1',
-    PORT: String(s.port),
-    SANDBOX_PORT: String(s.sandboxPort),
-    KAFKA_BROKERS: s.kafkaBrokers.join(','),
-    REDIS_URL: s.redisUrl,
-    OPERATOR_TOKEN: s.operatorToken,
-    KAFKA_SESSION_TIMEOUT: base.KAFKA_SESSION_TIMEOUT ?? '10s',
-    DATA_DIR: s.dataDir
-  }
-}
-
-/**
- * The ports a process printed when it started: a service's
- * `{base_url} and {ads_url}: http://127.0.0.1:P` and `{ads_sandbox_url}: ...:S`
- * lines, the proxy's `listening on host:P (api) and :S (sandbox)`. Children
- * listen on port 0 and report what they got: a port probed free and handed
- * over could be taken before the child binds it.
- */
-export function printedPorts(text: string): { port?: number; sandboxPort?: number } {
-  const service = /\{base_url\} and \{ads_url\}: https?:\/\/[^:\s]+:(\d+)/.exec(text)
-  const sandbox = /\{ads_sandbox_url\}:\s+https?:\/\/[^:\s]+:(\d+)/.exec(text)
-  const proxy = /listening on [^\s]+:(\d+) \(api\)(?: and :(\d+) \(sandbox\))?/.exec(text)
-  const port = service?.[1] ?? proxy?.[1]
-  const sandboxPort = sandbox?.[1] ?? proxy?.[2]
-  return { ...(port ? { port: Number(port) } : {}), ...(sandboxPort ? { sandboxPort: Number(sandboxPort) } : {}) }
-}
-
-/** UP_SERVICES=gateway,webhooks starts a subset (default: every service with at least one instance). */
-export function selectedServices(env: NodeJS.ProcessEnv = process.env): ReadonlyArray<{ name: string; instances: number }> {
-  const counts = instanceCounts(env)
-  const raw = env.UP_SERVICES ?? ''
-  if (raw.trim() === '') return counts.filter((s) => s.instances > 0)
-  const wanted = raw.split(',').map((s) => s.trim()).filter((s) => s !== '')
-  const unknown = wanted.filter((w) => !LOCAL_SERVICES.some((s) => s.name === w))
-  if (unknown.length > 0) throw new Error(`UP_SERVICES names unknown service(s): ${unknown.join(', ')} (known: ${LOCAL_SERVICES.map((s) => s.name).join(', ')})`)
-  return counts.filter((s) => wanted.includes(s.name) && s.instances > 0)
-}
-
 export interface ProcessRecord {
-  /** Instance name: `redis`, `kafka`, `proxy`, `activity-1` ... */
+  /** Instance name: `redis`, `kafka`, `supervisord`, `nginx`, `activity-1` ... */
   name: string
-  kind: 'redis' | 'kafka' | 'service' | 'proxy'
+  kind: 'redis' | 'kafka' | 'supervisor' | 'service' | 'nginx'
   service?: string
+  /** The pid when started; a supervised process's current pid comes from supervisorctl. */
   pid: number
   /** A word of the process's command line, checked before signalling so a recycled pid is never hit. */
   signature: string
+  /** Run by supervisord (services and nginx). */
+  supervised?: boolean
   port?: number
   sandboxPort?: number
   log: string
@@ -144,16 +48,17 @@ export interface RunState {
   redisUrl?: string
   kafkaBrokers?: string[]
   proxy?: { port: number; sandboxPort: number }
+  supervisor?: SupervisorFiles
   processes: ProcessRecord[]
 }
 
 const root = projectRoot()
 const runDir = path.resolve(process.env.RUN_DIR ?? path.join(root, '.run'))
 const stateFile = path.join(runDir, 'state.json')
+const logDir = path.join(runDir, 'logs')
 
-const NAME_WIDTH = 17
+const NAME_WIDTH = 18
 
-/** A path relative to the working directory when it lies below it, else absolute. */
 function shortPath(file: string): string {
   const rel = path.relative(process.cwd(), file)
   return rel.startsWith('..') ? file : rel
@@ -162,6 +67,8 @@ function shortPath(file: string): string {
 function say(line: string): void {
   process.stdout.write(`${line}\n`)
 }
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
 function readState(): RunState | undefined {
   if (!fs.existsSync(stateFile)) return undefined
@@ -190,39 +97,6 @@ export function isOurs(record: Pick<ProcessRecord, 'pid' | 'signature'>): boolea
   }
 }
 
-function openLog(name: string): { fd: number; file: string; from: number } {
-  const dir = path.join(runDir, 'logs')
-  fs.mkdirSync(dir, { recursive: true })
-  const file = path.join(dir, `${name}.log`)
-  const fd = fs.openSync(file, 'a')
-  return { fd, file, from: fs.fstatSync(fd).size }
-}
-
-/** What a log holds from byte `from` on. */
-function logSince(file: string, from: number): string {
-  try {
-    const text = fs.readFileSync(file)
-    return text.subarray(Math.min(from, text.length)).toString('utf8')
-  } catch {
-    return ''
-  }
-}
-
-/**
- * Waits until a process printed `line` in its log (after `from`) and
- * returns the ports it printed; undefined when it exited or `timeoutMs` passed.
- */
-async function waitPrinted(r: Pick<ProcessRecord, 'pid' | 'signature' | 'log'>, from: number, line: string, timeoutMs: number): Promise<{ port?: number; sandboxPort?: number } | undefined> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    const text = logSince(r.log, from)
-    if (text.includes(line)) return printedPorts(text)
-    if (!isOurs(r)) return undefined
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-  return undefined
-}
-
 /** The operator token shared by every process: OPERATOR_TOKEN, else the one in DATA_DIR the CLI reads. */
 function operatorToken(): string {
   if (process.env.OPERATOR_TOKEN) return process.env.OPERATOR_TOKEN
@@ -235,47 +109,83 @@ function operatorToken(): string {
   return token
 }
 
-function portSetting(name: string, fallback: number): number {
+/** A port setting; 0 = a free port probed now (nginx and Redis cannot report one they chose). */
+async function portSetting(name: string, fallback: number): Promise<number> {
   const raw = process.env[name]
-  if (raw === undefined || raw === '') return fallback
-  const n = Number(raw)
+  const n = raw === undefined || raw === '' ? fallback : Number(raw)
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`${name} must be a port number, got "${raw}"`)
-  return n
+  return n === 0 ? freePort() : n
 }
 
-/**
- * Redis on REDIS_PORT, or on a free port (redis-server cannot report one it
- * chose itself): a probed port taken before Redis binds it is retried with
- * another.
- */
-async function startRedis(preferred: number, logFile: string): Promise<{ redis: Awaited<ReturnType<typeof launchRedis>>; port: number }> {
+/** Redis on REDIS_PORT, or on a free port: a probed port taken before Redis binds it is retried with another. */
+async function startRedis(logFile: string): Promise<{ redis: Awaited<ReturnType<typeof launchRedis>>; port: number }> {
+  const fixed = process.env.REDIS_PORT !== undefined && process.env.REDIS_PORT !== '' && process.env.REDIS_PORT !== '0'
   for (let attempt = 0; ; attempt++) {
-    const port = preferred === 0 ? await freePort() : preferred
+    const port = await portSetting('REDIS_PORT', 0)
     try {
       return { redis: await launchRedis({ port, dir: path.join(runDir, 'redis'), tied: false, logFile }), port }
     } catch (err) {
-      if (preferred !== 0 || attempt >= 4) throw err
+      if (fixed || attempt >= 4) throw err
     }
   }
 }
 
-function mainOf(service: string): string {
-  return path.join(root, 'dist', 'services', service, 'main.js')
+/** nginx from PATH or /usr/sbin (not on a non-root user's PATH on Debian). */
+function nginxBinary(): string {
+  const dirs = [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/local/sbin'].filter((d) => d !== '')
+  for (const d of dirs) if (fs.existsSync(path.join(d, 'nginx'))) return path.join(d, 'nginx')
+  throw new Error('nginx is not installed: `make deps-system` installs Debian\'s nginx')
 }
 
-async function waitHealthy(port: number, timeoutMs: number): Promise<boolean> {
+/** Checks a config with `nginx -t`; throws nginx's own complaint. */
+function nginxTest(binary: string, prefix: string, config: string, errorLog: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(binary, ['-t', '-q', '-p', prefix, '-c', config, '-e', errorLog], { stdio: ['ignore', 'ignore', 'pipe'] })
+    let err = ''
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+    child.on('error', reject)
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`nginx -t refused ${config}: ${err.trim()}`))))
+  })
+}
+
+/** When nginx starts as root, its workers run as the owner of the run directory (who can write its temp files). */
+function nginxUser(): string | undefined {
+  if (typeof process.geteuid !== 'function' || process.geteuid() !== 0) return undefined
+  const uid = fs.statSync(runDir).uid
+  if (uid === 0) return 'root'
+  const line = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.split(':')[2] === String(uid))
+  return line?.split(':')[0] ?? 'nobody'
+}
+
+async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) })
-      if (res.ok) return true
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100))
+    if (await check()) return true
+    await sleep(150)
   }
   return false
 }
+
+async function answers(url: string, timeoutMs = 2000): Promise<string> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) })
+    await res.arrayBuffer()
+    return String(res.status)
+  } catch {
+    return 'no answer'
+  }
+}
+
+function logSince(file: string, from: number): string {
+  try {
+    const text = fs.readFileSync(file)
+    return text.subarray(Math.min(from, text.length)).toString('utf8')
+  } catch {
+    return ''
+  }
+}
+
+const fileSize = (file: string): number => (fs.existsSync(file) ? fs.statSync(file).size : 0)
 
 async function up(): Promise<number> {
   const existing = readState()
@@ -284,8 +194,9 @@ async function up(): Promise<number> {
     return status()
   }
   const selection = selectedServices()
-  const proxyPort = portSetting('PORT', 8080)
-  const proxySandboxPort = portSetting('SANDBOX_PORT', 8081)
+  const nginx = nginxBinary()
+  const proxyPort = await portSetting('PORT', 8080)
+  const proxySandboxPort = await portSetting('SANDBOX_PORT', 8081)
   const token = operatorToken()
   const state: RunState = { startedAt: new Date().toISOString(), root, processes: [] }
   writeState(state)
@@ -293,95 +204,104 @@ async function up(): Promise<number> {
     state.processes.push(r)
     writeState(state)
   }
+  fs.mkdirSync(logDir, { recursive: true })
 
   try {
     // Redis, persisted (AOF) under RUN_DIR so a Redis restart keeps the data.
-    const redisLog = path.join(runDir, 'logs', 'redis.log')
-    fs.mkdirSync(path.dirname(redisLog), { recursive: true })
-    const { redis, port: redisPort } = await startRedis(portSetting('REDIS_PORT', 0), redisLog)
+    const redisLog = path.join(logDir, 'redis.log')
+    const { redis, port: redisPort } = await startRedis(redisLog)
     redis.child.unref()
     record({ name: 'redis', kind: 'redis', pid: redis.child.pid as number, signature: 'redis-server', port: redisPort, log: redisLog })
     state.redisUrl = `redis://127.0.0.1:${redisPort}`
     say(`${'redis'.padEnd(NAME_WIDTH)}${state.redisUrl}`)
 
-    const kafkaLog = openLog('kafka')
-    const kafka = await launchMockCluster({ brokers: 3, detach: true, logFd: kafkaLog.fd })
+    const kafkaLog = path.join(logDir, 'kafka.log')
+    const kafkaFd = fs.openSync(kafkaLog, 'a')
+    const kafka = await launchMockCluster({ brokers: 3, detach: true, logFd: kafkaFd })
+    fs.closeSync(kafkaFd)
     kafka.child.unref()
     kafka.child.stdout?.destroy()
-    record({ name: 'kafka', kind: 'kafka', pid: kafka.child.pid as number, signature: 'mock-cluster', log: kafkaLog.file })
+    record({ name: 'kafka', kind: 'kafka', pid: kafka.child.pid as number, signature: 'mock-cluster', log: kafkaLog })
     state.kafkaBrokers = kafka.bootstrap
     say(`${'kafka'.padEnd(NAME_WIDTH)}${kafka.bootstrap.join(',')} (librdkafka mock cluster, 3 brokers)`)
 
-    const waitMs = Number(process.env.UP_WAIT_MS ?? 60_000)
-    const started: Array<{ record: ProcessRecord; from: number }> = []
+    // Every instance on a port fixed now: supervisord restarts it there and nginx's upstream names it.
+    const programs: Program[] = []
+    const supervised: ProcessRecord[] = []
+    const upstreams: Record<string, string[]> = {}
+    const grace = Math.ceil(Number(process.env.DOWN_GRACE_MS ?? 15_000) / 1000)
     for (const { name, instances } of selection) {
-      const main = mainOf(name)
-      if (!fs.existsSync(main)) {
-        say(`warning: ${path.relative(root, main)} is missing (not built yet?): ${name} not started`)
-        continue
-      }
+      const main = path.join(root, 'dist', 'services', name, 'main.js')
+      if (!fs.existsSync(main)) throw new Error(`${path.relative(root, main)} is missing: \`make build\` first`)
       for (let i = 1; i <= instances; i++) {
         const instance = instances > 1 ? `${name}-${i}` : name
-        const log = openLog(instance)
-        const child = spawn(process.execPath, [main], {
-          cwd: root,
-          detached: true,
-          stdio: ['ignore', log.fd, log.fd],
-          // Port 0: the kernel picks a free port and the service prints it (read below).
-          env: serviceEnv(process.env, { service: name, instance, port: 0, sandboxPort: 0, kafkaBrokers: kafka.bootstrap, redisUrl: state.redisUrl, operatorToken: token, dataDir: path.join(runDir, 'data', instance) })
-        })
-        child.unref()
-        fs.closeSync(log.fd)
-        const r: ProcessRecord = { name: instance, kind: 'service', service: name, pid: child.pid as number, signature: main, log: log.file }
-        record(r)
-        started.push({ record: r, from: log.from })
+        const port = await freePort()
+        const sandboxPort = name === 'gateway' ? await freePort() : 0
+        const log = path.join(logDir, `${instance}.log`)
+        programs.push({ name: instance, command: [process.execPath, main], directory: root, env: instanceEnv({ service: name, instance, port, sandboxPort, dataDir: path.join(runDir, 'data', instance) }), log, priority: 100, stopWaitSecs: grace })
+        supervised.push({ name: instance, kind: 'service', service: name, pid: 0, signature: main, supervised: true, port, ...(sandboxPort ? { sandboxPort } : {}), log })
+        upstreams[name] = [...(upstreams[name] ?? []), `127.0.0.1:${port}`]
+        if (sandboxPort) upstreams['gateway-sandbox'] = [...(upstreams['gateway-sandbox'] ?? []), `127.0.0.1:${sandboxPort}`]
       }
     }
 
-    // Each service prints its ports once it serves and its consumers joined their groups.
-    await Promise.all(
-      started.map(async ({ record: r, from }) => {
-        const ports = await waitPrinted(r, from, `${r.service ?? ''} ready (`, waitMs)
-        if (ports?.port !== undefined) r.port = ports.port
-        if (ports?.sandboxPort !== undefined) r.sandboxPort = ports.sandboxPort
-      })
+    const nginxDir = path.join(runDir, 'nginx')
+    fs.mkdirSync(path.join(nginxDir, 'temp'), { recursive: true })
+    const nginxConf = path.join(nginxDir, 'nginx.conf')
+    const nginxErrors = path.join(logDir, 'nginx-error.log')
+    const config = loadConfig()
+    const table = loadRoutes()
+    for (const service of servicesOf(table)) upstreams[service] ??= []
+    const sandboxHosts = config.sandboxPublicUrl !== '' ? [new URL(config.sandboxPublicUrl).hostname.toLowerCase()] : []
+    const listenHost = process.env.HOST && process.env.HOST !== '' ? process.env.HOST : '127.0.0.1'
+    fs.writeFileSync(
+      nginxConf,
+      nginxConfig(
+        table,
+        { upstreams, listen: { api: `${listenHost}:${proxyPort}`, sandbox: `${listenHost}:${proxySandboxPort}` }, sandboxHosts, problemBase: config.problemBase, bodyLimitBytes: config.bodyLimit, streamKeepAliveMs: config.streamKeepAliveMs },
+        { pidFile: path.join(nginxDir, 'nginx.pid'), errorLog: nginxErrors, accessLog: path.join(logDir, 'nginx-access.log'), tempDir: path.join(nginxDir, 'temp'), user: nginxUser() }
+      )
     )
-    writeState(state)
-    const upstreams = new Map<string, string[]>()
-    for (const { record: r } of started) {
-      if (r.port === undefined || r.service === undefined) continue
-      upstreams.set(r.service, [...(upstreams.get(r.service) ?? []), `http://127.0.0.1:${r.port}`])
-      if (r.service === 'gateway' && r.sandboxPort !== undefined) upstreams.set('gateway-sandbox', [`http://127.0.0.1:${r.sandboxPort}`])
-    }
+    await nginxTest(nginx, nginxDir, nginxConf, nginxErrors)
+    const nginxLog = path.join(logDir, 'nginx.log')
+    // Started last and stopped first (highest priority number): no request reaches a stopping service through it.
+    programs.push({ name: 'nginx', command: [nginx, '-p', nginxDir, '-c', nginxConf, '-e', nginxErrors], directory: nginxDir, env: {}, log: nginxLog, priority: 900, stopSignal: 'QUIT', stopWaitSecs: grace })
+    supervised.push({ name: 'nginx', kind: 'nginx', pid: 0, signature: nginxConf, supervised: true, port: proxyPort, sandboxPort: proxySandboxPort, log: nginxLog })
+    state.proxy = { port: proxyPort, sandboxPort: proxySandboxPort }
 
-    const proxyScript = path.join(root, 'dist', 'scripts', 'proxy.js')
-    const proxyLog = openLog('proxy')
-    const upstreamEnv: Record<string, string> = {}
-    for (const service of servicesOf(loadRoutes())) upstreamEnv[upstreamEnvName(service)] = (upstreams.get(service) ?? []).join(',')
-    const proxy = spawn(process.execPath, [proxyScript], {
-      cwd: root,
+    const files: SupervisorFiles = { config: path.join(runDir, 'supervisord.conf'), socket: path.join(runDir, 'supervisor.sock'), pidFile: path.join(runDir, 'supervisord.pid'), log: path.join(logDir, 'supervisord.log') }
+    // Restart counts are read from this log: a new system starts a new one.
+    fs.rmSync(files.log, { force: true })
+    fs.writeFileSync(files.config, supervisorConfig(files, root, programs), { mode: 0o600 })
+    const from = new Map(supervised.map((p) => [p.name, fileSize(p.log)]))
+    const out = fs.openSync(path.join(logDir, 'supervisord.out'), 'a')
+    const supervisord = spawn('supervisord', ['-c', files.config], {
+      cwd: runDir,
       detached: true,
-      stdio: ['ignore', proxyLog.fd, proxyLog.fd],
-      env: { ...process.env, ...upstreamEnv, HOST: process.env.HOST ?? '127.0.0.1', PORT: String(proxyPort), SANDBOX_PORT: String(proxySandboxPort) }
+      stdio: ['ignore', out, out],
+      env: sharedEnv(process.env, { kafkaBrokers: kafka.bootstrap, redisUrl: state.redisUrl, operatorToken: token })
     })
-    proxy.unref()
-    fs.closeSync(proxyLog.fd)
-    const proxyRecord: ProcessRecord = { name: 'proxy', kind: 'proxy', pid: proxy.pid as number, signature: proxyScript, log: proxyLog.file }
-    record(proxyRecord)
-    const proxyPorts = await waitPrinted(proxyRecord, proxyLog.from, 'listening on', 10_000)
-    if (proxyPorts?.port !== undefined) proxyRecord.port = proxyPorts.port
-    if (proxyPorts?.sandboxPort !== undefined) proxyRecord.sandboxPort = proxyPorts.sandboxPort
-    state.proxy = { port: proxyRecord.port ?? proxyPort, sandboxPort: proxyRecord.sandboxPort ?? proxySandboxPort }
-    writeState(state)
+    fs.closeSync(out)
+    supervisord.unref()
+    state.supervisor = files
+    record({ name: 'supervisord', kind: 'supervisor', pid: supervisord.pid as number, signature: files.config, log: files.log })
+    for (const p of supervised) record(p)
 
-    const healthy = async (p: ProcessRecord, ms: number): Promise<boolean> => p.port !== undefined && (await waitHealthy(p.port, ms))
-    const health = await Promise.all(started.map(async ({ record: p }) => [p, await healthy(p, waitMs)] as const))
-    health.push([proxyRecord, await healthy(proxyRecord, 5000)])
-    for (const [p, ok] of health) say(`${p.name.padEnd(NAME_WIDTH)}${ok ? 'up  ' : 'DOWN'} http://127.0.0.1:${p.port ?? '?'}${p.kind === 'service' ? '' : ' (proxy)'}   log: ${shortPath(p.log)}`)
+    // A service is up once it printed its ready line (its consumers joined their groups) and answers /healthz.
+    const waitMs = Number(process.env.UP_WAIT_MS ?? 60_000)
+    const ready = async (p: ProcessRecord): Promise<boolean> => {
+      if (p.kind === 'service' && !(await waitFor(() => logSince(p.log, from.get(p.name) ?? 0).includes(`${p.service ?? ''} ready (`), waitMs))) return false
+      return waitFor(async () => (await answers(`http://127.0.0.1:${p.port}/healthz`, 1000)) === '200', p.kind === 'service' ? 10_000 : waitMs)
+    }
+    const health = await Promise.all(supervised.map(async (p) => [p, await ready(p)] as const))
+    const programs_ = new Map((await programStatus(files)).map((s) => [s.name, s]))
+    for (const p of supervised) p.pid = programs_.get(p.name)?.pid ?? 0
+    writeState(state)
+    for (const [p, ok] of health) say(`${p.name.padEnd(NAME_WIDTH)}${ok ? 'up  ' : 'DOWN'} http://127.0.0.1:${p.port ?? '?'}${p.kind === 'nginx' ? ` and :${p.sandboxPort} (nginx)` : ''}   log: ${shortPath(p.log)}`)
     const failed = health.filter(([, ok]) => !ok)
     say('')
-    say(`{base_url} and {ads_url}: http://127.0.0.1:${state.proxy.port}    {ads_sandbox_url}: http://127.0.0.1:${state.proxy.sandboxPort}`)
-    say(`state: ${stateFile}    stop everything: make down`)
+    say(`{base_url} and {ads_url}: http://127.0.0.1:${proxyPort}    {ads_sandbox_url}: http://127.0.0.1:${proxySandboxPort}`)
+    say(`state: ${stateFile}    processes: make status    stop everything: make down`)
     if (failed.length > 0) {
       say(`${failed.length} process(es) not healthy within ${waitMs} ms: see their logs`)
       return 1
@@ -394,29 +314,49 @@ async function up(): Promise<number> {
   }
 }
 
-async function stopProcess(p: ProcessRecord, graceMs: number): Promise<'stopped' | 'killed' | 'gone'> {
-  if (!isOurs(p)) return 'gone'
-  const signal = (sig: NodeJS.Signals): void => {
+function signal(pid: number, sig: NodeJS.Signals, group: boolean): void {
+  try {
+    process.kill(group ? -pid : pid, sig)
+  } catch {
     try {
-      // Detached children lead their own process group: signal the group.
-      process.kill(-p.pid, sig)
+      process.kill(pid, sig)
     } catch {
-      try {
-        process.kill(p.pid, sig)
-      } catch {
-        // already gone
-      }
+      // already gone
     }
   }
-  signal('SIGTERM')
-  const deadline = Date.now() + graceMs
-  while (Date.now() < deadline) {
-    if (!isOurs(p)) return 'stopped'
-    await new Promise((r) => setTimeout(r, 50))
-  }
-  signal('SIGKILL')
-  for (let i = 0; i < 40 && isOurs(p); i++) await new Promise((r) => setTimeout(r, 50))
+}
+
+async function stopProcess(p: ProcessRecord, graceMs: number, group: boolean): Promise<'stopped' | 'killed' | 'gone'> {
+  if (!isOurs(p)) return 'gone'
+  signal(p.pid, 'SIGTERM', group)
+  if (await waitFor(() => !isOurs(p), graceMs)) return 'stopped'
+  signal(p.pid, 'SIGKILL', group)
+  await waitFor(() => !isOurs(p), 2000)
   return 'killed'
+}
+
+/**
+ * supervisord stops its programs (nginx first, then the services, each with
+ * its grace) and exits on SIGTERM. Whatever it left behind, found by the
+ * pids supervisorctl reported before, is killed.
+ */
+async function stopSupervised(state: RunState, grace: number): Promise<void> {
+  const supervisor = state.processes.find((p) => p.kind === 'supervisor')
+  const supervised = state.processes.filter((p) => p.supervised)
+  if (!supervisor || !state.supervisor || !isOurs(supervisor)) {
+    for (const p of supervised) say(`${p.name.padEnd(NAME_WIDTH)}${p.pid && isOurs(p) ? await stopProcess(p, grace, false) : 'was not running'}`)
+    if (supervisor) say(`${'supervisord'.padEnd(NAME_WIDTH)}was not running (pid ${supervisor.pid})`)
+    return
+  }
+  const before = new Map((await programStatus(state.supervisor)).map((s) => [s.name, s]))
+  for (const p of supervised) if (before.get(p.name)?.pid) p.pid = before.get(p.name)?.pid as number
+  const result = await stopProcess(supervisor, grace + 10_000, false)
+  say(`${'supervisord'.padEnd(NAME_WIDTH)}${result} (pid ${supervisor.pid})`)
+  for (const p of supervised) {
+    const was = before.get(p.name)
+    if (was?.state !== 'RUNNING') say(`${p.name.padEnd(NAME_WIDTH)}was not running (${was?.state ?? 'unknown to supervisord'})`)
+    else say(`${p.name.padEnd(NAME_WIDTH)}${isOurs(p) ? `left behind: ${await stopProcess(p, 2000, false)}` : 'stopped'} (pid ${p.pid})`)
+  }
 }
 
 async function down(): Promise<number> {
@@ -425,19 +365,19 @@ async function down(): Promise<number> {
     say('nothing to stop (no state file)')
     return 0
   }
-  // Proxy and services first (they drain and commit), then Kafka and Redis.
-  const order = (p: ProcessRecord): number => ({ proxy: 0, service: 1, kafka: 2, redis: 3 })[p.kind]
-  const processes = [...state.processes].sort((a, b) => order(a) - order(b))
   const grace = Number(process.env.DOWN_GRACE_MS ?? 15_000)
-  const groups = [processes.filter((p) => order(p) <= 1), processes.filter((p) => order(p) === 2), processes.filter((p) => order(p) === 3)]
-  let left = 0
-  for (const group of groups) {
-    const results = await Promise.all(group.map(async (p) => [p, await stopProcess(p, grace)] as const))
-    for (const [p, result] of results) {
+  // nginx and the services first (they finish in-flight messages and commit), then Kafka, then Redis.
+  await stopSupervised(state, grace)
+  let left = state.processes.filter((p) => p.supervised && p.pid && isOurs(p)).length
+  for (const kind of ['kafka', 'redis'] as const) {
+    for (const p of state.processes.filter((x) => x.kind === kind)) {
+      const result = await stopProcess(p, grace, true)
       say(`${p.name.padEnd(NAME_WIDTH)}${result === 'gone' ? 'was not running' : result} (pid ${p.pid})`)
       if (isOurs(p)) left++
     }
   }
+  const supervisor = state.processes.find((p) => p.kind === 'supervisor')
+  if (supervisor && isOurs(supervisor)) left++
   if (left > 0) {
     say(`${left} process(es) could not be stopped; state kept in ${stateFile}`)
     return 1
@@ -446,36 +386,34 @@ async function down(): Promise<number> {
   return 0
 }
 
-async function probe(url: string): Promise<string> {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(2000) })
-    return String(res.status)
-  } catch {
-    return 'no answer'
-  }
-}
-
 async function status(): Promise<number> {
   const state = readState()
   if (!state) {
     say('not running (no state file): `make up` starts it')
     return 1
   }
+  const supervisor = state.processes.find((p) => p.kind === 'supervisor')
+  const programs = new Map(state.supervisor && supervisor && isOurs(supervisor) ? (await programStatus(state.supervisor)).map((s) => [s.name, s]) : [])
   let bad = 0
-  say(`${'process'.padEnd(NAME_WIDTH)}${'pid'.padEnd(9)}${'port'.padEnd(7)}${'running'.padEnd(9)}${'healthz'.padEnd(10)}readyz`)
+  say(`${'process'.padEnd(NAME_WIDTH)}${'pid'.padEnd(9)}${'port'.padEnd(7)}${'state'.padEnd(10)}${'restarts'.padEnd(10)}${'healthz'.padEnd(10)}readyz`)
   for (const p of state.processes) {
-    const running = isOurs(p)
+    const program = programs.get(p.name)
+    const pid = p.supervised ? program?.pid : p.pid
+    const running = p.supervised ? program?.state === 'RUNNING' : isOurs(p)
+    const st = p.supervised ? (program?.state ?? 'UNKNOWN') : running ? 'RUNNING' : 'DOWN'
     let health = '-'
     let ready = '-'
-    if (p.port !== undefined && p.kind !== 'redis') {
-      health = running ? await probe(`http://127.0.0.1:${p.port}/healthz`) : '-'
-      ready = running && p.kind === 'service' ? await probe(`http://127.0.0.1:${p.port}/readyz`) : '-'
+    if (running && p.port !== undefined && p.kind !== 'redis') {
+      health = await answers(`http://127.0.0.1:${p.port}/healthz`)
+      if (p.kind === 'service') ready = await answers(`http://127.0.0.1:${p.port}/readyz`)
     }
     if (!running || (health !== '-' && health !== '200')) bad++
-    say(`${p.name.padEnd(NAME_WIDTH)}${String(p.pid).padEnd(9)}${String(p.port ?? '').padEnd(7)}${(running ? 'yes' : 'NO').padEnd(9)}${health.padEnd(10)}${ready}`)
+    say(`${p.name.padEnd(NAME_WIDTH)}${String(pid ?? '-').padEnd(9)}${String(p.port ?? '').padEnd(7)}${st.padEnd(10)}${String(p.supervised ? (program?.restarts ?? 0) : '-').padEnd(10)}${health.padEnd(10)}${ready}`)
   }
+  if (state.proxy) say(`{base_url} and {ads_url}: http://127.0.0.1:${state.proxy.port}    {ads_sandbox_url}: http://127.0.0.1:${state.proxy.sandboxPort}`)
   if (state.kafkaBrokers) say(`kafka brokers: ${state.kafkaBrokers.join(',')}`)
   if (state.redisUrl) say(`redis: ${state.redisUrl}`)
+  if (state.supervisor) say(`supervisorctl -c ${shortPath(state.supervisor.config)} (restart one: ... restart activity-1)`)
   return bad === 0 ? 0 : 1
 }
 
@@ -484,7 +422,14 @@ async function main(): Promise<number> {
   if (command === 'up') return up()
   if (command === 'down') return down()
   if (command === 'status') return status()
-  process.stderr.write('usage: up.js up|down|status\n')
+  if (command === 'ctl') {
+    const state = readState()
+    if (!state?.supervisor) throw new Error('not running (no state file)')
+    const res = await supervisorctl(state.supervisor.config, process.argv.slice(3))
+    process.stdout.write(res.out)
+    return res.code
+  }
+  process.stderr.write('usage: up.js up|down|status|ctl <supervisorctl args>\n')
   return 2
 }
 

@@ -9,8 +9,9 @@ import { tempDir } from '../support/util'
 /**
  * `make up` / `make status` / `make down` for real: the compiled up script
  * (dist/, built by `make build` before the suite) starts Redis, the mock
- * cluster, every service process and the proxy; each answers /healthz; the
- * proxy routes path families; down leaves no process behind.
+ * cluster, and supervisord running every service instance and nginx; each
+ * answers /healthz; nginx routes path families; a process killed with
+ * SIGKILL comes back by itself; down leaves no process behind.
  */
 
 const root = projectRoot()
@@ -49,7 +50,7 @@ function gone(pid: number): boolean {
 
 t.test('instance counts come from ACTIVITY, WEBHOOKS, STREAM, GATEWAY, ACCOUNT_HISTORY', async (t) => {
   const defaults = Object.fromEntries(instanceCounts({}).map((s) => [s.name, s.instances]))
-  t.same(defaults, { gateway: 1, webhooks: 1, activity: 2, stream: 2, 'account-history': 1 })
+  t.same(defaults, { gateway: 2, webhooks: 2, activity: 2, stream: 2, 'account-history': 2 })
   const scaled = Object.fromEntries(instanceCounts({ ACTIVITY: '3', WEBHOOKS: '2', STREAM: '1', GATEWAY: '2', ACCOUNT_HISTORY: '0' }).map((s) => [s.name, s.instances]))
   t.same(scaled, { gateway: 2, webhooks: 2, activity: 3, stream: 1, 'account-history': 0 })
   t.same(selectedServices({ ACCOUNT_HISTORY: '0', UP_SERVICES: 'gateway,account-history' }).map((s) => s.name), ['gateway'], 'a count of 0 leaves a service out')
@@ -80,7 +81,7 @@ t.test('up refuses an unknown service name before starting anything', async (t) 
   t.notOk(fs.existsSync(path.join(runDir, 'state.json')), 'nothing was started')
 })
 
-t.test('make up runs every service as its own process; make down stops exactly those', { timeout: 90_000 }, async (t) => {
+t.test('make up: services and nginx under supervisord; a killed process comes back; make down stops exactly those', { timeout: 120_000 }, async (t) => {
   if (!fs.existsSync(upJs)) {
     t.fail(`${path.relative(root, upJs)} is missing: run \`make build\` first (make test does)`)
     return
@@ -95,57 +96,63 @@ t.test('make up runs every service as its own process; make down stops exactly t
     SANDBOX_PORT: '0',
     LOG_LEVEL: 'warn',
     OPERATOR_TOKEN: token,
-    UP_WAIT_MS: '30000',
+    UP_WAIT_MS: '45000',
     // Scaled differently from the defaults: counts come from these variables.
+    GATEWAY: '1',
     ACTIVITY: '1',
     WEBHOOKS: '2',
+    STREAM: '2',
+    ACCOUNT_HISTORY: '1',
     KAFKA_FETCH_MAX_WAIT: '123ms'
   }
   const stateFile = path.join(runDir, 'state.json')
-  let pids: number[] = []
+  const pids = new Set<number>()
+  const readState = (): { processes: Record[]; proxy: { port: number; sandboxPort: number } } | undefined => (fs.existsSync(stateFile) ? JSON.parse(fs.readFileSync(stateFile, 'utf8')) : undefined)
   t.teardown(async () => {
     // Whatever happened above, nothing may outlive the test.
-    if (fs.existsSync(stateFile)) await run(['down'], { ...env, DOWN_GRACE_MS: '3000' }, 20_000)
+    if (fs.existsSync(stateFile)) await run(['down'], { ...env, DOWN_GRACE_MS: '3000' }, 30_000)
     for (const pid of pids) if (!gone(pid)) process.kill(pid, 'SIGKILL')
   })
 
-  const started = await run(['up'], env, 60_000)
-  const state = fs.existsSync(stateFile) ? (JSON.parse(fs.readFileSync(stateFile, 'utf8')) as { processes: Record[]; proxy: { port: number } }) : undefined
-  pids = state?.processes.map((p) => p.pid) ?? []
+  const started = await run(['up'], env, 90_000)
+  const state = readState()
+  for (const p of state?.processes ?? []) if (p.pid) pids.add(p.pid)
   t.equal(started.code, 0, 'up succeeded')
   if (!state) {
     t.fail(`no state file; up printed:\n${started.out}`)
     return
   }
+  t.same(state.processes.filter((p) => !p.service).map((p) => `${p.kind}:${p.name}`), ['redis:redis', 'kafka:kafka', 'supervisor:supervisord', 'nginx:nginx'], 'Redis, Kafka, supervisord and nginx are processes of their own')
+  const supervisord = state.processes.find((p) => p.kind === 'supervisor') as Record
+  t.match(fs.readFileSync(`/proc/${supervisord.pid}/cmdline`, 'utf8'), /supervisord/, 'supervisord is Debian\'s supervisor')
+  const nginx = state.processes.find((p) => p.kind === 'nginx') as Record
+  t.match(fs.readFileSync(`/proc/${nginx.pid}/cmdline`, 'utf8'), /^nginx: master process/, 'nginx runs (its master renames itself)')
+  t.equal(nginx.port, state.proxy.port, 'nginx listens on the reported port')
   const services = state.processes.filter((p) => p.kind === 'service')
-  // Every service, built or not: a service missing from dist/ is a failure here, not a smaller system.
   t.same(
     services.map((p) => p.name).sort(),
     ['account-history', 'activity', 'gateway', 'stream-1', 'stream-2', 'webhooks-1', 'webhooks-2'],
-    'every service runs: ACTIVITY=1, WEBHOOKS=2, two stream nodes by default, one of each other service'
+    'every service runs: GATEWAY=1 ACTIVITY=1 WEBHOOKS=2 STREAM=2 ACCOUNT_HISTORY=1'
   )
+  t.equal(new Set(state.processes.map((p) => p.pid)).size, state.processes.length, 'every instance is its own process')
   for (const p of services) {
+    t.equal(Number(fs.readFileSync(`/proc/${p.pid}/stat`, 'utf8').split(' ')[3]), supervisord.pid, `${p.name} is a child of supervisord`)
     const environ = fs.readFileSync(`/proc/${p.pid}/environ`, 'utf8').split('\0')
     t.ok(environ.includes('KAFKA_FETCH_MAX_WAIT=123ms'), `${p.name} got KAFKA_FETCH_MAX_WAIT from the operator's environment`)
-  }
-  t.equal(new Set(state.processes.map((p) => p.pid)).size, state.processes.length, 'every instance is its own process')
-  t.ok(services.every((p) => typeof p.port === 'number' && p.port > 0), 'each service reported the port it listens on')
-
-  for (const p of services) {
     const res = await fetch(`http://127.0.0.1:${p.port}/healthz`)
-    t.equal(res.status, 200, `${p.name} /healthz`)
-    t.equal(((await res.json()) as { service: string }).service, p.service, `${p.name} is the ${p.service} service`)
+    t.equal(((await res.json()) as { service: string }).service, p.service, `${p.name} answers /healthz on its port as the ${p.service} service`)
   }
 
-  const via = async (p: string): Promise<string | null> => {
-    const res = await fetch(`http://127.0.0.1:${state.proxy.port}${p}`)
-    await res.arrayBuffer()
-    return res.headers.get('x-served-by')
-  }
-  t.equal(await via('/healthz'), 'gateway', 'the proxy on PORT answers')
-  t.equal(await via('/2/webhooks'), 'webhooks')
-  t.equal(await via('/2/activity/subscriptions'), 'activity')
-  t.equal(await via('/12/accounts/abc/account_history'), 'account-history')
+  // Through nginx: the access log names the instance that answered each path family.
+  const proxy = `http://127.0.0.1:${state.proxy.port}`
+  for (const p of ['/healthz', '/2/webhooks', '/2/activity/subscriptions', '/12/accounts/abc/account_history']) await (await fetch(`${proxy}${p}`)).arrayBuffer()
+  const access = fs.readFileSync(path.join(runDir, 'logs', 'nginx-access.log'), 'utf8')
+  const byPort = new Map(services.map((p) => [p.port, p.service]))
+  const answeredBy = (p: string): string | undefined => byPort.get(Number(new RegExp(`"GET ${p.replace(/\//g, '\\/')} HTTP/1.1" \\d+ \\d+ [\\d.]+ upstream=127\\.0\\.0\\.1:(\\d+)`).exec(access)?.[1]))
+  t.equal(answeredBy('/healthz'), 'gateway')
+  t.equal(answeredBy('/2/webhooks'), 'webhooks')
+  t.equal(answeredBy('/2/activity/subscriptions'), 'activity')
+  t.equal(answeredBy('/12/accounts/abc/account_history'), 'account-history')
 
   // Each stream node has its own stable identity (STREAM_NODE_ID), hence its own consumer group.
   for (const node of services.filter((p) => p.service === 'stream')) {
@@ -154,42 +161,39 @@ t.test('make up runs every service as its own process; make down stops exactly t
     t.ok(groups.includes(`stream-${node.name}`), `${node.name} consumes as group stream-${node.name} (has ${[...new Set(groups)].join(', ')})`)
   }
 
-  const matcher = services.find((p) => p.service === 'activity')
-  t.ok(matcher, 'a matcher runs')
-  if (matcher) {
-    const lag = await fetch(`http://127.0.0.1:${matcher.port}/admin/bus/lag`, { headers: { authorization: `Bearer ${token}` } })
-    t.equal(lag.status, 200, 'every process serves the bus lag to operators')
-    t.match(await lag.json(), { bus: 'kafka', service: 'activity' })
-    const refused = await fetch(`http://127.0.0.1:${matcher.port}/admin/bus/lag`)
-    t.equal(refused.status, 401, 'not without the operator token')
-    await refused.arrayBuffer()
-  }
-
   const status = await run(['status'], env, 20_000)
   t.equal(status.code, 0, 'status: everything healthy')
-  for (const p of state.processes) t.match(status.out, p.name)
+  for (const p of state.processes) t.match(status.out, new RegExp(`^${p.name}\\s+\\d+\\s+\\d*\\s+RUNNING`, 'm'), `status: ${p.name} RUNNING`)
+  t.match(status.out, /^stream-1\s+\d+\s+\d+\s+RUNNING\s+0\s+200\s+200/m, 'status shows restarts, /healthz and /readyz')
 
   const again = await run(['up'], env, 20_000)
   t.match(again.out, /already up/, 'a second up does not start a second system')
 
-  // A process that died on its own: status reports it, down stops the rest and says so.
-  const victim = services.find((p) => p.service === 'stream') ?? services[0]
-  if (victim) {
-    process.kill(victim.pid, 'SIGKILL')
-    const deadline = Date.now() + 5000
-    while (!gone(victim.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25))
-    const degraded = await run(['status'], env, 20_000)
-    t.equal(degraded.code, 1, `status reports ${victim.name} down`)
-    t.match(degraded.out, new RegExp(`${victim.name}\\s+${victim.pid}\\s+\\d+\\s+NO`))
+  // kill -9: supervisord starts it again on its port, by itself; status counts the restart.
+  const victim = services.find((p) => p.name === 'stream-1') as Record
+  process.kill(victim.pid, 'SIGKILL')
+  const killedAt = Date.now()
+  let back = false
+  while (!back && Date.now() - killedAt < 30_000) {
+    await new Promise((r) => setTimeout(r, 200))
+    back = await fetch(`http://127.0.0.1:${victim.port}/readyz`).then((r) => r.ok, () => false)
   }
+  t.ok(back, `${victim.name} killed with SIGKILL is back on its port after ${Date.now() - killedAt} ms`)
+  const after = await run(['status'], env, 20_000)
+  const line = new RegExp(`^${victim.name}\\s+(\\d+)\\s+\\d+\\s+RUNNING\\s+1\\s`, 'm').exec(after.out)
+  t.ok(line, `status: ${victim.name} RUNNING with 1 restart\n${after.out}`)
+  if (line) {
+    t.not(Number(line[1]), victim.pid, 'under a new pid')
+    pids.add(Number(line[1]))
+  }
+  for (const p of (await run(['status'], env, 20_000)).out.matchAll(/^\S+\s+(\d+)\s/gm)) pids.add(Number(p[1]))
 
-  const stopped = await run(['down'], env, 40_000)
-  t.equal(stopped.code, 0, 'down succeeded')
-  if (victim) t.match(stopped.out, new RegExp(`${victim.name}\\s+was not running`))
+  const stopped = await run(['down'], env, 60_000)
+  t.equal(stopped.code, 0, `down succeeded\n${stopped.out}`)
   const deadline = Date.now() + 5000
-  while (pids.some((pid) => !gone(pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
-  t.same(pids.filter((pid) => !gone(pid)), [], 'no process of ours is left')
+  while ([...pids].some((pid) => !gone(pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+  t.same([...pids].filter((pid) => !gone(pid)), [], 'no process of ours is left: services, nginx, supervisord, Kafka, Redis')
   t.notOk(fs.existsSync(stateFile), 'state file removed')
-  const after = await run(['status'], env, 10_000)
-  t.equal(after.code, 1, 'status after down reports not running')
+  const finally_ = await run(['status'], env, 10_000)
+  t.equal(finally_.code, 1, 'status after down reports not running')
 })

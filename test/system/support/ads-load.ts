@@ -3,7 +3,7 @@ import type { AccessToken, App, User } from '../../../services/common/auth/recor
 import { authorizationHeader } from '../../../services/common/auth/oauth1'
 import type { ServiceContext } from '../../../services/common/context'
 import { createAccount } from '../../../services/gateway/ads/accounts'
-import type { System } from './system'
+import type { SystemView } from './system'
 import { Refused, retryOrRefuse, RetryingSender } from './retrying'
 import type { Tenant } from './tenant'
 
@@ -111,7 +111,7 @@ export class AdsPostLoad {
  * stopped at teardown. createAccount only writes the account's records: the
  * test's own Redis store is all the context it needs.
  */
-export async function startAdsLoad(t: Test, system: System, tenant: Tenant, targets: () => string[], rate = 5): Promise<{ load: AdsPostLoad; accountId: string }> {
+export async function startAdsLoad(t: Test, system: SystemView, tenant: Tenant, targets: () => string[], rate = 5): Promise<{ load: AdsPostLoad; accountId: string }> {
   const account = await createAccount({ store: system.store } as unknown as ServiceContext, tenant.user.id, { name: 'fault tests' })
   const load = new AdsPostLoad({ targets, app: tenant.app, user: tenant.user, token: tenant.token, accountId: account.id, rate }).start()
   t.teardown(() => load.stop(0))

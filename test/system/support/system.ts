@@ -2,7 +2,6 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { Test } from 'tap'
-import { loadRoutes, servicesOf, upstreamEnvName } from '../../../scripts/proxy'
 import { LOCAL_SERVICES, streamNodeEnv } from '../../../scripts/up'
 import { TOPICS } from '../../../services/common/bus/types'
 import type { Bus } from '../../../services/common/bus/types'
@@ -44,8 +43,6 @@ export interface SystemOptions {
   services?: ReadonlyArray<{ name: string; instances: number }>
   env?: Record<string, string>
   brokers?: number
-  /** Also run the reverse proxy of `make up` (scripts/proxy.ts) in front of the services. */
-  proxy?: boolean
 }
 
 export interface System {
@@ -67,19 +64,10 @@ export interface System {
   diagnostics(lines?: number): string
   /** Crashes (exits nobody asked for) of every instance. */
   crashes(): string[]
-  /** The reverse proxy's process (with `proxy: true`): its url is {base_url} of the whole system. */
-  readonly proxy: ServiceProcess | undefined
 }
 
-/** The proxy's <SERVICE>_UPSTREAM variables: every instance of each service the route table names. */
-function upstreamEnv(processes: ServiceProcess[]): Record<string, string> {
-  const env: Record<string, string> = {}
-  for (const service of servicesOf(loadRoutes())) {
-    const urls = service === 'gateway-sandbox' ? processes.filter((p) => p.service === 'gateway').map((p) => p.sandboxUrl) : processes.filter((p) => p.service === service).map((p) => p.url)
-    env[upstreamEnvName(service)] = urls.filter((u) => u !== '').join(',')
-  }
-  return env
-}
+/** What the tenant, load and accounting helpers need of a running system: startSystem's, or `make up`'s (up-system.ts). */
+export type SystemView = Pick<System, 'store' | 'urls' | 'crashes' | 'diagnostics'>
 
 export async function startSystem(t: Test, options: SystemOptions = {}): Promise<System> {
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-faults-'))
@@ -108,11 +96,9 @@ export async function startSystem(t: Test, options: SystemOptions = {}): Promise
       )
     }
   }
-  let proxy: ServiceProcess | undefined
-  const everyProcess = (): ServiceProcess[] => (proxy ? [...processes, proxy] : processes)
+  const everyProcess = (): ServiceProcess[] => processes
   // Registered after Kafka's and Redis's: tap runs teardowns in reverse, so the services stop first.
   t.teardown(async () => {
-    await proxy?.stop(5000)
     await Promise.allSettled(processes.map((p) => p.stop(5000)))
     // FAULT_KEEP_LOGS=1 keeps them after a passing run too.
     if (t.passing() && !process.env.FAULT_KEEP_LOGS) fs.rmSync(logDir, { recursive: true, force: true })
@@ -120,9 +106,6 @@ export async function startSystem(t: Test, options: SystemOptions = {}): Promise
   })
 
   const system: System = {
-    get proxy() {
-      return proxy
-    },
     redis,
     kafka,
     store,
@@ -150,16 +133,11 @@ export async function startSystem(t: Test, options: SystemOptions = {}): Promise
     t.comment(system.diagnostics())
     throw err
   }
-  if (options.proxy) {
-    // Started once every upstream printed its port; the upstream list is fixed from then on (restarts keep ports).
-    proxy = new ServiceProcess({ service: 'proxy', instance: 'proxy', script: path.join('scripts', 'proxy.ts'), readyLine: 'proxy listening on', probeReadyz: false, env: { ...env, ...upstreamEnv(processes) }, logDir })
-    await proxy.start(60_000)
-  }
   return system
 }
 
 /** Collects `webhook.dead-letter`: the deliveries the system reports as missing. */
-export async function watchDeadLetters(t: Test, system: System): Promise<Array<Record<string, unknown>>> {
+export async function watchDeadLetters(t: Test, system: Pick<System, 'bus'>): Promise<Array<Record<string, unknown>>> {
   const seen: Array<Record<string, unknown>> = []
   const consumer = await system.bus.subscribe({
     groupId: `fault-tests-dead-letters-${process.pid}`,

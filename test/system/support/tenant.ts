@@ -8,7 +8,7 @@ import { TOPICS } from '../../../services/common/bus/types'
 import { newNumericId } from '../../../services/common/ids'
 import { createApp, createUser, issueAccessToken, issueBearer } from '../../../services/gateway/identity'
 import { startCountingReceiver, type CountingReceiver } from './receiver'
-import type { System } from './system'
+import type { SystemView } from './system'
 
 /**
  * The customer the fault tests deliver to: an app and a user (created in
@@ -110,7 +110,7 @@ export interface TenantOptions {
  * before a consumer that was down reads them, a loss the mock causes and a
  * real broker with the topic's 72 h retention would not.
  */
-async function fanOutApp(system: System, tenantAppId: string): Promise<App> {
+async function fanOutApp(system: SystemView, tenantAppId: string): Promise<App> {
   const partitions = loadTopics().topics.find((x) => x.name === TOPICS.activityDeliveries)?.partitions ?? 1
   if (partitions < 2) throw new Error('the fan-out needs activity.deliveries to have at least two partitions')
   for (let attempt = 0; ; attempt++) {
@@ -120,7 +120,7 @@ async function fanOutApp(system: System, tenantAppId: string): Promise<App> {
 }
 
 /** A second application with `perUser` stream-only subscriptions on each user (nobody streams it: only the matchers feel it). */
-async function addFanOut(system: System, activity: string, users: string[], perUser: number, tenantAppId: string): Promise<void> {
+async function addFanOut(system: SystemView, activity: string, users: string[], perUser: number, tenantAppId: string): Promise<void> {
   if (perUser <= 0) return
   const other = await fanOutApp(system, tenantAppId)
   const { token } = await issueBearer(system.store, other)
@@ -132,7 +132,7 @@ async function addFanOut(system: System, activity: string, users: string[], perU
   }
 }
 
-export async function setUpTenant(t: Test, system: System, options: TenantOptions = {}): Promise<Tenant> {
+export async function setUpTenant(t: Test, system: SystemView, options: TenantOptions = {}): Promise<Tenant> {
   const followedUsers = options.followedUsers ?? 4
   const app = await createApp(system.store, { name: `fault app ${process.pid}`, access_level: 'read-write-dm', callback_urls: ['http://127.0.0.1/callback'] })
   const user = await createUser(system.store, `fault_${process.pid % 100000}`, 'correct horse battery')

@@ -5,7 +5,7 @@ import type { AdsPostLoad } from './ads-load'
 import type { LoadGenerator } from './load'
 import type { DeliveryKind } from './receiver'
 import type { StreamClient } from './stream-client'
-import type { System } from './system'
+import type { SystemView } from './system'
 import type { Tenant } from './tenant'
 
 /**
@@ -18,7 +18,7 @@ import type { Tenant } from './tenant'
  */
 
 export interface Accounting {
-  system: System
+  system: SystemView
   tenant: Tenant
   load: LoadGenerator
   /** Everything seen on webhook.dead-letter so far (watchDeadLetters). */
