@@ -97,6 +97,13 @@ t.test('twitter-ads: accounts, funding instruments, campaigns and line items, cu
   const updated = await call<{ data: Campaign }>(ads, 'put', 'accounts/:account_id/campaigns/:campaign_id', { ...account, campaign_id: ids[0], standard_delivery: false, name: 'Spring sale, extended' })
   t.match(updated.body.data, { id: ids[0], name: 'Spring sale, extended', standard_delivery: false }, 'update')
 
+  // A JavaScript caller's whole-object update: the loaded campaign spread back, nulls and read-only fields included
+  // (the package sends null as an empty value, arrays comma-joined, booleans as true/false).
+  const loaded = await call<{ data: Record<string, unknown> }>(ads, 'get', 'accounts/:account_id/campaigns/:campaign_id', { ...account, campaign_id: ids[1] })
+  const whole = await call<{ data: Campaign & Record<string, unknown> }>(ads, 'put', 'accounts/:account_id/campaigns/:campaign_id', { ...loaded.body.data, ...account, campaign_id: ids[1], name: 'Summer: 60% off!' })
+  t.equal(whole.err, null, whole.err?.message ?? 'no error')
+  t.match(whole.body.data, { id: ids[1], name: 'Summer: 60% off!', total_budget_amount_local_micro: null, end_time: null, daily_budget_amount_local_micro: 5_000_000 }, 'whole-object PUT with nulls: only the name changed')
+
   const first = await call<{ data: Campaign[]; next_cursor: string | null; total_count: number }>(ads, 'get', 'accounts/:account_id/campaigns', { ...account, count: 2, with_total_count: true })
   t.equal(first.body.total_count, 3, 'with_total_count')
   t.equal(first.body.data.length, 2)
