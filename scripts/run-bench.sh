@@ -4,6 +4,7 @@
 # with the machine and the date. A benchmark that fails or overruns
 # BENCH_TIMEOUT (seconds, default 180) is recorded as such; the others still run.
 # BENCH_ONLY="bus activity" runs a subset.
+# bench/media-upload needs ffmpeg and ~1.5 GB free in TMPDIR (a 500 MB video, its segments, the joined file).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -197,19 +197,14 @@ function failure(message: string): UploadSession['error'] {
   return { code: 1, name: 'InvalidMedia', message }
 }
 
-/** Joins the segments into `target` by streaming, reporting the share copied. */
+/** Joins the segments into `target` by streaming each onto its end (1 MB at a time), reporting the bytes copied. */
 async function join(ctx: ServiceContext, mediaId: string, count: number, target: string, onProgress: (bytes: number) => Promise<void>): Promise<number> {
-  const out = createWriteStream(target)
   let bytes = 0
-  try {
-    for (let i = 0; i < count; i++) {
-      const input = createReadStream(segmentPath(ctx, mediaId, i))
-      input.on('data', (chunk) => (bytes += chunk.length))
-      await pipeline(input, out, { end: false })
-      await onProgress(bytes)
-    }
-  } finally {
-    await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())))
+  for (let i = 0; i < count; i++) {
+    const input = createReadStream(segmentPath(ctx, mediaId, i), { highWaterMark: 1024 * 1024 })
+    await pipeline(input, createWriteStream(target, { flags: i === 0 ? 'w' : 'a' }))
+    bytes += input.bytesRead
+    await onProgress(bytes)
   }
   return bytes
 }
