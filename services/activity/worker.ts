@@ -27,9 +27,15 @@ export const MATCHER_GROUP = 'activity-matcher'
 /** Events per handler call: large enough to share round trips, small enough that a retried batch repeats little. */
 const MATCH_BATCH = 500
 
-/** The key of a delivery on `activity.deliveries` (see docs/webhooks.md, ordering). */
-export function deliveryKey(d: Pick<Delivery, 'app_id'>): string {
-  return d.app_id
+/**
+ * The key of a delivery on `activity.deliveries`: application and filtered
+ * user. One busy application's deliveries spread over every partition (and so
+ * over every webhooks and stream process), while the deliveries of one user's
+ * activity to one application stay on one partition, in order (the order
+ * docs/webhooks.md promises).
+ */
+export function deliveryKey(d: Pick<Delivery, 'app_id' | 'envelope'>): string {
+  return `${d.app_id}:${d.envelope.data.filter.user_id}`
 }
 
 /** The deliveries `event` produces among `candidates` (pure; used by the worker and the benchmark). */

@@ -46,6 +46,10 @@ export async function createBus(config: Config, clientId: string, log: Logger): 
     log,
     sessionTimeoutMs: config.kafkaSessionTimeoutMs,
     maxWaitTimeMs: config.kafkaFetchMaxWaitMs,
+    maxBytesPerPartition: config.kafkaFetchMaxBytesPerPartition,
+    maxBytes: config.kafkaFetchMaxBytes,
+    partitionsConsumedConcurrently: config.kafkaPartitionsConcurrently,
+    lingerMs: config.kafkaProducerLingerMs,
     heartbeatIntervalMs: Math.max(100, Math.floor(config.kafkaSessionTimeoutMs / 10))
   })
 }

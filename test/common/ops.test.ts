@@ -93,19 +93,19 @@ t.test('kafka: the bus, the route and the CLI report committed offsets and lag',
 
   const topics = io(t, { KAFKA_BROKERS: kafka.brokers.join(',') })
   t.equal(await runTopics([], topics), 0, 'every topic of deploy/topics.json exists with its partitions')
-  t.match(topics.lines.join('\n'), /activity\.events\s+6\s+3 d\s+user_id\s+yes/)
+  t.match(topics.lines.join('\n'), /activity\.events\s+12\s+3 d\s+user_id\s+yes/)
 })
 
 t.test('topics: a cluster without the topics is reported, and the mock refuses --create', async (t) => {
   const kafka = await startKafka(t, { brokers: 1, deployTopics: false, extraTopics: ['unrelated:1'] })
   const listing = io(t, { KAFKA_BROKERS: kafka.brokers.join(',') })
   t.equal(await runTopics([], listing), 1)
-  t.match(listing.lines.join('\n'), /activity\.deliveries\s+6\s+3 d\s+app_id\s+MISSING/)
+  t.match(listing.lines.join('\n'), /activity\.deliveries\s+12\s+3 d\s+app_id:user_id\s+MISSING/)
   t.match(listing.lines.join('\n'), /5 topic\(s\) missing or mis-sized: `topics --create` creates missing ones/)
   const creating = io(t, { KAFKA_BROKERS: kafka.brokers.join(',') })
   t.equal(await runTopics(['--create'], creating), 1, 'CreateTopics is not implemented by the mock cluster')
   t.match(creating.errors.join('\n'), /^cannot create activity\.events, activity\.deliveries/)
   const offline = io(t, {})
   t.equal(await runTopics(['--json'], offline), 0)
-  t.match(JSON.parse(offline.lines.join('\n')), { topics: [{ name: 'activity.events', partitions: 6, retentionMs: 259_200_000 }] })
+  t.match(JSON.parse(offline.lines.join('\n')), { topics: [{ name: 'activity.events', partitions: 12, retentionMs: 259_200_000 }] })
 })
