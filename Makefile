@@ -5,7 +5,7 @@ NODE ?= node
 APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg nginx supervisor
 CLI := $(NODE) dist/services/cli.js
 
-.PHONY: nginx-conf types types-check readme help deps deps-npm deps-system build run test test-only lint typecheck bench up down status topics lag \
+.PHONY: nginx-conf types types-check readme help deps deps-npm deps-system build run test test-only lint walls typecheck bench up down status topics lag \
         app user account webhooks replay publish deliveries resend clean config-doc console console-link
 
 help: ## list the targets
@@ -35,9 +35,14 @@ build: deps-npm ## compile TypeScript to dist/
 run: build ## the gateway on the embedded default (all services, one process, no Kafka/Redis)
 	@$(NODE) dist/services/embedded/main.js
 
-lint: deps-npm ## eslint
+lint: deps-npm ## eslint, then the walls between services (make walls)
 	@echo "==> lint"
 	@npx eslint --max-warnings=0 .
+	@$(MAKE) --no-print-directory walls
+
+walls: ## dependency-cruiser (.dependency-cruiser.mjs): a service imports only itself and services/common; no import circles in services/
+	@echo "==> walls (dependency-cruiser)"
+	@npx depcruise --config .dependency-cruiser.mjs --output-type err services
 
 types-check: build
 	@echo "==> schema types up to date"

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { sendHtml } from '../common/console/views'
 import { Problems } from '../common/errors'
 import type { TailEntry } from './attempt-log'
-import { appParams, consoleApp, type ConsoleDeps } from './console-routes'
+import { appParams, consoleApp, type ConsoleDeps } from './console-access'
 
 /**
  * Console: the live tail of an app's delivery attempts (server-sent events)

@@ -3,7 +3,7 @@ import { AuthKeys, type App } from '../common/auth/records'
 import { consoleGuard } from '../common/console/session'
 import { sendHtml } from '../common/console/views'
 import { eventTypeOf } from './attempt-log'
-import type { ConsoleDeps } from './console-routes'
+import type { ConsoleDeps } from './console-access'
 
 /**
  * Console, operators only: every app with its webhooks and delivery health

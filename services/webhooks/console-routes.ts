@@ -1,13 +1,12 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { AuthKeys, type App } from '../common/auth/records'
-import { consoleGuard, consoleSessions, requireApp, sessionOf, type ConsoleSessions } from '../common/console/session'
+import type { FastifyInstance } from 'fastify'
+import type { App } from '../common/auth/records'
+import { consoleGuard, consoleSessions } from '../common/console/session'
 import { ConsoleViews, sendHtml } from '../common/console/views'
-import { Problems } from '../common/errors'
+import { appParams, consoleApp, type ConsoleDeps, consoleWebhook, withMessage } from './console-access'
 import type { WebhooksCore } from './core'
 import { registerConsoleDeliveryRoutes } from './console-deliveries'
 import { registerConsoleLiveRoutes } from './console-live'
 import { registerConsoleOpsRoutes } from './console-ops'
-import type { Webhook } from './registry'
 
 /**
  * The webhooks service's part of the web console (/console/webhooks/...,
@@ -18,40 +17,6 @@ import type { Webhook } from './registry'
  * console session from the shared `console:` keyspace and, for app data,
  * that the session may see that app (a developer: only the portal link's).
  */
-
-export interface ConsoleDeps {
-  core: WebhooksCore
-  sessions: ConsoleSessions
-  views: ConsoleViews
-  /** Pages (redirect to sign-in) and API routes (401), any role. */
-  page: ReturnType<typeof consoleGuard>
-  api: ReturnType<typeof consoleGuard>
-}
-
-export const APP_ID = '^[0-9]{1,19}$'
-export const appParams = { type: 'object', required: ['app_id'], properties: { app_id: { type: 'string', pattern: APP_ID } } }
-
-/** The app of the URL, after checking the session may see it. */
-export async function consoleApp(core: WebhooksCore, request: FastifyRequest): Promise<App> {
-  const appId = (request.params as { app_id: string }).app_id
-  requireApp(sessionOf(request), appId, 'app')
-  const app = await core.ctx.store.getJson<App>(AuthKeys.app(appId))
-  if (!app) throw Problems.generic(404, 'No app here.')
-  return app
-}
-
-/** A webhook of the URL's app (404 for another app's webhook, whoever asks). */
-export async function consoleWebhook(core: WebhooksCore, request: FastifyRequest, app: App): Promise<Webhook> {
-  const id = (request.params as { webhook_id?: string }).webhook_id ?? ''
-  const w = /^[0-9]{1,19}$/.test(id) ? await core.registry.getOwned(id, app.id) : undefined
-  if (!w) throw Problems.generic(404, 'No webhook here.')
-  return w
-}
-
-/** A note htmx shows after a successful action (console.js reads the header). */
-export function withMessage(reply: FastifyReply, message: string): FastifyReply {
-  return reply.header('x-console-message', encodeURIComponent(message))
-}
 
 export async function registerConsoleRoutes(app: FastifyInstance, core: WebhooksCore): Promise<void> {
   const sessions = consoleSessions(core.ctx.store, core.ctx.config)

@@ -4,7 +4,6 @@ import { AuthKeys, type App } from '../common/auth/records'
 import { newSecret, newUuid } from '../common/ids'
 import type { Worker } from '../common/service'
 import type { Store } from '../common/store/types'
-import type { CrcHistory } from './crc-history'
 import type { WebhookClient } from './http-client'
 import { WebhookKeys } from './keys'
 import type { WebhookMetrics } from './metrics'
@@ -33,6 +32,11 @@ export const CRC_GRACE_MS = 28 * 3_600_000
 
 /** A result with what the console's CRC history shows: the answer's status code and the time taken. */
 export type CrcCheck = CrcResult & { status?: number; ms: number }
+
+/** What records each check (CrcHistory). */
+export interface CrcRecorder {
+  record(webhookId: string, trigger: CrcTrigger | 'console', check: CrcCheck): Promise<void>
+}
 
 /** Sends one challenge to `url` and classifies the answer. */
 export async function challenge(client: WebhookClient, url: string, consumerSecret: string): Promise<CrcCheck> {
@@ -89,8 +93,8 @@ export interface CrcDeps {
   metrics: WebhookMetrics
   log: Logger
   intervalMs: number
-  /** Where each check of a registered webhook is recorded (the console's CRC history). */
-  history?: CrcHistory
+  /** Where each check of a registered webhook is recorded (the console's CRC history, ./crc-history, which imports this module's types). */
+  history?: CrcRecorder
   /**
    * Called when a check passes on a webhook that was invalid (or disabled by
    * a 410): the delivery engine makes its waiting deliveries due now.
