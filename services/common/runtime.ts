@@ -91,7 +91,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   try {
     for (const s of services) if (s.start) workers.push(...(await s.start(ctx)))
     // After the consumers joined: the first report already names this process's groups.
-    workers.push(startPresence(ctx, listeningUrl(app, config), ready))
+    workers.push(startPresence(ctx, services.map((s) => s.name), listeningUrl(app, config), ready))
   } catch (err) {
     await Promise.allSettled(workers.map((w) => w.close()))
     await app.close()

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { ConsoleKeys, type ConsoleSession } from '../../services/common/console/session'
 import type { Runtime } from '../../services/common/runtime'
+import { run as consoleCli } from '../../services/cli/console'
 import { startTestRuntime } from '../helper'
 import { deliveryMessage, eventually, publishDeliveries, registerWebhook } from '../webhooks/support'
 import { CONSOLE_ENV, consoleLink, OPERATOR_TOKEN } from './support'
@@ -207,4 +208,24 @@ t.test('over https (behind a TLS proxy) the session cookie is Secure and __Host-
   })
   t.equal(res.status, 303)
   t.match(res.headers.getSetCookie().find((c) => c.includes('console_session')) ?? '', /^__Host-console_session=[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Strict; Secure$/, 'the session cookie')
+})
+
+t.test('make console / make console-link: the CLI prints single-use sign-in links', async (t) => {
+  const rt = await startTestRuntime(t, { env: CONSOLE_ENV })
+  const a = await registerWebhook(t, rt)
+  const out: string[] = []
+  const err: string[] = []
+  const io = { env: { GATEWAY_URL: rt.baseUrl, OPERATOR_TOKEN }, out: (s: string) => void out.push(s), err: (s: string) => void err.push(s) }
+  t.equal(await consoleCli(['link', '--app', a.id.app.id], io), 0)
+  const portal = /(http:\/\/\S+\/console\/link\/\S+)/.exec(out.join(''))?.[1] ?? ''
+  t.match(out.join(''), `portal link for app ${a.id.app.id}`, 'a portal link for the app')
+  t.equal((await signIn(rt, portal)).res.status, 303, 'which signs its developer in')
+  out.length = 0
+  t.equal(await consoleCli(['link', '--json'], io), 0)
+  const view = JSON.parse(out.join('')) as { role: string; url: string }
+  t.equal(view.role, 'operator', 'without --app: an operator link')
+  const operator = await signIn(rt, view.url)
+  t.equal((await call(rt, operator.browser, 'GET', '/console/ops/health')).status, 200, 'which signs the operator in')
+  t.equal(await consoleCli(['link', '--app', 'nope'], io), 2, 'a malformed app id is a usage error')
+  t.not(await consoleCli(['link', '--app', '99999999'], io), 0, 'an unknown app is refused by the gateway')
 })

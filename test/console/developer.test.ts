@@ -42,7 +42,9 @@ t.test('an app developer works with their webhook in the console', async (t) => 
   // Live tail: a delivery appears as it is delivered.
   await page.getByRole('link', { name: 'Live tail' }).click()
   await page.locator('[data-tail-state]', { hasText: 'connected' }).waitFor()
-  const live = deliveryMessage({ appId: a.id.app.id, webhookId: a.webhookId, text: 'seen live' })
+  // Events of a few minutes ago: a replay window ends at a whole minute, before now.
+  const earlier = new Date(Date.now() - 5 * 60_000).toISOString()
+  const live = deliveryMessage({ appId: a.id.app.id, webhookId: a.webhookId, text: 'seen live', createdAt: earlier })
   await publishDeliveries(rt, [live])
   await page.locator(`#tail tr[data-delivery="${String(live.delivery_id)}"]`).waitFor()
   t.match(await page.locator(`#tail tr[data-delivery="${String(live.delivery_id)}"]`).innerText(), /post\.create\s+delivered\s+200/, 'the tail shows the delivered event')
@@ -50,7 +52,7 @@ t.test('an app developer works with their webhook in the console', async (t) => 
 
   // A delivery the receiver refuses until the retries run out: failed, in the log with its attempts.
   a.receiver.onPost = () => ({ status: 500, body: 'receiver is down' })
-  const failing = deliveryMessage({ appId: a.id.app.id, webhookId: a.webhookId, text: 'will fail' })
+  const failing = deliveryMessage({ appId: a.id.app.id, webhookId: a.webhookId, text: 'will fail', createdAt: earlier })
   const failingId = String(failing.delivery_id)
   await publishDeliveries(rt, [failing])
   await eventually(async () => (await rt.ctx.store.getJson<DeliveryRecord>(WebhookKeys.delivery(failingId)))?.status === 'failed', 10_000)
@@ -78,11 +80,47 @@ t.test('an app developer works with their webhook in the console', async (t) => 
   t.ok(a.receiver.accepted.some((p) => p.body.includes('will fail')), 'the re-sent delivery reached the receiver')
   await screenshot(page, FILE, 'deliveries')
 
+  // Replay a window of the last 24 hours; an older window is refused with the reason.
+  const minute = (ms: number): string => new Date(ms).toISOString().slice(0, 16)
+  const replayForm = page.locator(`form[hx-post$="/webhooks/${a.webhookId}/replay"]`)
+  await replayForm.getByLabel('from (UTC)').fill(minute(Date.now() - 2 * 3_600_000))
+  await replayForm.getByLabel('to (UTC)').fill(minute(Date.now()))
+  await replayForm.getByRole('button', { name: 'Replay' }).click()
+  await page.locator('.replay[data-state="Complete"]').waitFor()
+  t.match(await page.locator('.replay').innerText(), /Complete[\s\S]*2\/2 delivered/, 'the replay job re-delivered the window and completed')
+  await replayForm.getByLabel('from (UTC)').fill(minute(Date.now() - 2 * 24 * 3_600_000))
+  await replayForm.getByLabel('to (UTC)').fill(minute(Date.now() - 24 * 3_600_000 - 3_600_000))
+  await replayForm.getByRole('button', { name: 'Replay' }).click()
+  await page.locator('#flash:not([hidden])', { hasText: 'older than 24 hours' }).waitFor()
+  t.pass('a window older than 24 hours is refused with the reason')
+
+  // Activity subscriptions: create one, see it, delete it.
+  page.on('dialog', (d) => void d.accept())
+  await page.getByRole('link', { name: 'Subscriptions' }).click()
+  const form = page.locator('#new-subscription')
+  await form.getByLabel('event type').selectOption('post.create')
+  await form.getByLabel('user id').fill('783214')
+  await form.getByLabel('keyword').fill('launch')
+  await form.getByLabel('webhook id').fill(a.webhookId)
+  await form.getByRole('button', { name: 'Create' }).click()
+  const created = page.locator('#subscription-table tr[data-subscription]', { hasText: 'launch' })
+  await created.waitFor()
+  const subId = (await created.getAttribute('data-subscription')) ?? ''
+  const listed = (await (await fetch(`${rt.baseUrl}/2/activity/subscriptions`, { headers: { authorization: `Bearer ${a.id.bearer}` } })).json()) as { data: Array<{ subscription_id: string; filter: { keyword?: string }; webhook_id?: string }> }
+  t.ok(listed.data.some((x) => x.subscription_id === subId && x.filter.keyword === 'launch' && x.webhook_id === a.webhookId), 'the public API lists the subscription created in the console')
+  await screenshot(page, FILE, 'subscriptions')
+  await created.getByRole('button', { name: 'Delete' }).click()
+  await page.locator(`#subscription-table tr[data-subscription="${subId}"]`).waitFor({ state: 'detached' })
+  const after = (await (await fetch(`${rt.baseUrl}/2/activity/subscriptions`, { headers: { authorization: `Bearer ${a.id.bearer}` } })).json()) as { data?: Array<{ subscription_id: string }> }
+  t.notOk((after.data ?? []).some((x) => x.subscription_id === subId), 'and deleting it there removes it')
+
   // Charts: the attempts are counted.
   await page.goto(`${base}/charts`)
   await page.locator('#charts[data-ready="true"]').waitFor()
   t.ok(Number(await page.locator('#charts').getAttribute('data-total')) >= 5, 'the charts count every attempt of the last hour')
   await screenshot(page, FILE, 'charts')
+  await page.goto(`${base}/deliveries`)
+  await screenshot(page, FILE, 'overview')
 
   t.same(pageErrors, [], 'no script error on any page')
 

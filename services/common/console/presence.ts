@@ -25,7 +25,10 @@ export const PresenceKeys = {
 }
 
 export interface InstanceReport {
+  /** The process's name (a service, or `embedded`). */
   service: string
+  /** The services it runs. */
+  services: string[]
   id: string
   url: string
   pid: number
@@ -50,7 +53,7 @@ export function lagSourceOf(bus: Bus): LagSource | undefined {
 }
 
 /** Starts the heartbeat of this process; closing it removes its report. */
-export function startPresence(ctx: ServiceContext, url: string, ready: () => Promise<void>): Worker {
+export function startPresence(ctx: ServiceContext, services: string[], url: string, ready: () => Promise<void>): Worker {
   const id = `${os.hostname()}:${process.pid}`
   const key = PresenceKeys.instance(ctx.serviceName, id)
   const started = new Date().toISOString()
@@ -60,7 +63,7 @@ export function startPresence(ctx: ServiceContext, url: string, ready: () => Pro
   let beats = 0
 
   const beat = async (): Promise<void> => {
-    const report: InstanceReport = { service: ctx.serviceName, id, url, pid: process.pid, host: os.hostname(), started_at: started, checked_at: new Date().toISOString(), ready: true, store: ctx.store.kind, bus: ctx.bus.kind }
+    const report: InstanceReport = { service: ctx.serviceName, services, id, url, pid: process.pid, host: os.hostname(), started_at: started, checked_at: new Date().toISOString(), ready: true, store: ctx.store.kind, bus: ctx.bus.kind }
     try {
       await ctx.store.ping()
       await ready()

@@ -47,10 +47,10 @@ interface ServiceHealth {
   ready: number
 }
 
-/** Each service with its live processes; the embedded process serves every one of them. */
+/** Each service with the live processes that run it (the embedded process runs every one). */
 export function healthByService(reports: InstanceReport[]): ServiceHealth[] {
   return SERVICES.map((service) => {
-    const instances = reports.filter((r) => r.service === service || r.service === 'embedded')
+    const instances = reports.filter((r) => (r.services ?? [r.service]).includes(service))
     return { service, instances, ready: instances.filter((r) => r.ready).length }
   })
 }

@@ -16,6 +16,8 @@
   function problemText(xhr) {
     try {
       var p = JSON.parse(xhr.responseText)
+      // invalid-request names each problem in errors[].message; its detail is generic.
+      if (p.errors && p.errors.length) return p.errors.map(function (e) { return e.message }).join(' · ')
       return p.detail || p.title || ('HTTP ' + xhr.status)
     } catch {
       return 'HTTP ' + xhr.status + ' ' + (xhr.statusText || '')
