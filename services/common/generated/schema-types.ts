@@ -9,7 +9,7 @@
 export type EventsActivityEvents = EventsActivityEvents1
 
 /**
- * One message per (event, matching subscription) (key: app_id). Producer: the activity matcher. Consumers: every stream node (group stream-<node id>: all deliveries, to the app's open streams) and the webhooks service (deliveries with webhook_id, to that webhook). The envelope is sent byte-for-byte the same (JSON.stringify(envelope)) on stream and webhook. delivery_id is derived from (event_uuid, subscription_id), so a redelivered match keeps its id.
+ * One message per (event, matching subscription) (key: `app_id:user_id`, the application and the subscription filter's user: one application spreads over the partitions, one user's deliveries to one application keep their order). Producer: the activity matcher. Consumers: every stream node (group stream-<node id>: all deliveries, to the app's open streams) and the webhooks service (deliveries with webhook_id, to that webhook). The envelope is sent byte-for-byte the same (JSON.stringify(envelope)) on stream and webhook. delivery_id is derived from (event_uuid, subscription_id), so a redelivered match keeps its id.
  *
  * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
  * via the `definition` "EventsActivityDeliveries".
