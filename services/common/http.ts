@@ -24,7 +24,7 @@ import {
 import { echoValue } from './echo'
 import { newUuid } from './ids'
 import { jsonBodyKind, jsonDepthGuard, JsonTooDeepError, MAX_JSON_DEPTH, measureAndDiscard } from './json-depth'
-import { redactUrl } from './logger'
+import { redactDeep, redactUrl, SECRET_KEYS } from './logger'
 import { registerRateLimits } from './ratelimit'
 import { targetPath } from './request-target'
 import { isStoreUnavailable } from './store/unavailable'
@@ -187,7 +187,9 @@ function validationToProblem(err: FastifyError, request: FastifyRequest): Proble
     const params = v.params as Record<string, unknown>
     const name = parameterName(v.instancePath, params)
     const value = v.keyword === 'required' ? undefined : valueAt(part, typeof params.additionalProperty === 'string' ? `${v.instancePath}/${params.additionalProperty.replace(/~/g, '~0').replace(/\//g, '~1')}` : v.instancePath)
-    return { message: `The \`${name}\` ${validationPart(err.validationContext)} ${v.message ?? 'is invalid'}`, parameters: { [name]: value === undefined ? [] : [echoValue(value)] } }
+    // A refused secret (a password too short) is named, never echoed; nor are secrets inside an echoed object.
+    const echoed = value === undefined || SECRET_KEYS.has(name.toLowerCase()) ? [] : [echoValue(redactDeep(value))]
+    return { message: `The \`${name}\` ${validationPart(err.validationContext)} ${v.message ?? 'is invalid'}`, parameters: { [name]: echoed } }
   })
   return Problems.invalidRequest(items.length > 0 ? items : [{ message: err.message, parameters: {} }])
 }
