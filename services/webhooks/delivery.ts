@@ -1,10 +1,11 @@
 import type { Logger } from 'pino'
-import { AuthKeys, type App } from '../common/auth/records'
-import { TOPICS, type Bus } from '../common/bus/types'
+import type { App } from '../common/auth/records'
+import type { Bus } from '../common/bus/types'
 import { newUuid } from '../common/ids'
 import type { Worker } from '../common/service'
 import type { Store, StoreOp } from '../common/store/types'
-import { type AttemptLog, RESPONSE_BODY_KEEP } from './attempt-log'
+import type { AttemptLog } from './attempt-log'
+import { AttemptRunner } from './attempt-runner'
 import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from './delivery-log'
 import type { HttpOutcome, WebhookClient } from './http-client'
 import { parseRetryMember, retryMember, WebhookKeys } from './keys'
@@ -13,9 +14,7 @@ import { Lanes } from './lanes'
 import type { DeliveryOutcome, WebhookMetrics } from './metrics'
 import { PollingWorker } from './polling'
 import type { Webhook, WebhookRegistry } from './registry'
-import { pullForward, resend, saveOp, type ReschedulingDeps } from './rescheduling'
-import { deadLetterEvent, type Failure, parseRetryAfter, withJitter } from './retry-policy'
-import { SIGNATURE_HEADER, webhookSignature } from './signature'
+import { pullForward, resend, type ReschedulingDeps } from './rescheduling'
 
 export { parseRetryAfter, withJitter } from './retry-policy'
 export type { NewDelivery } from './intake'
@@ -40,7 +39,8 @@ export type { NewDelivery } from './intake'
  * re-read after claiming, so a delivery that another process finished or
  * rescheduled is left alone.
  *
- * After a failure the next attempt is due after the next step of
+ * The attempt itself and what its outcome does (attempt-runner.ts): after a
+ * failure the next attempt is due after the next step of
  * WEBHOOK_RETRY_SCHEDULE (with jitter), or after Retry-After on 429/503.
  * 410 Gone disables the webhook. When the schedule is exhausted the delivery
  * goes to `webhook.dead-letter` and stays in the log as `failed`, where an
@@ -93,6 +93,7 @@ const SCHEDULER_GIVE_UP = 128
 export class DeliveryEngine {
   private readonly nodeId = newUuid()
   private readonly lanes: Lanes<Fresh>
+  private readonly runner: AttemptRunner
   private scheduler: PollingWorker | undefined
   private closing = false
   readonly leaseMs: number
@@ -102,6 +103,7 @@ export class DeliveryEngine {
     private readonly options: EngineOptions
   ) {
     this.leaseMs = deps.client.timeoutMs + 30_000
+    this.runner = new AttemptRunner(deps, options)
     this.lanes = new Lanes<Fresh>(options.concurrency, {
       run: (webhookId, { deliveryId, fresh }) => (fresh ? this.firstAttempt(webhookId, fresh) : this.attempt(webhookId, deliveryId)),
       failed: (err, webhookId, deliveryId) => this.deps.logger.warn({ err, delivery_id: deliveryId, webhook_id: webhookId }, 'delivery attempt failed; it stays scheduled'),
@@ -114,7 +116,7 @@ export class DeliveryEngine {
   }
 
   private count(outcome: DeliveryOutcome): void {
-    this.deps.metrics.deliveries.inc({ outcome })
+    this.runner.count(outcome)
   }
 
   // ------------------------------------------------------------ intake
@@ -206,7 +208,7 @@ export class DeliveryEngine {
         await store.zadd(WebhookKeys.retries(), record.next_attempt_at, member)
         return
       }
-      await this.run(record, () => store.zadd(WebhookKeys.retries(), Date.now() + this.leaseMs, member))
+      await this.runner.run(record, () => store.zadd(WebhookKeys.retries(), Date.now() + this.leaseMs, member))
     } finally {
       await store.del(WebhookKeys.claim(deliveryId))
     }
@@ -221,123 +223,17 @@ export class DeliveryEngine {
   private async firstAttempt(webhookId: string, fresh: Fresh): Promise<void> {
     if (Date.now() + this.deps.client.timeoutMs + 5000 > fresh.leaseUntil) return this.attempt(webhookId, fresh.record.delivery_id)
     // The webhook and app were read when the delivery was accepted, moments ago.
-    await this.run(fresh.record, async () => undefined, { webhook: fresh.webhook, app: fresh.app })
-  }
-
-  /** Checks the webhook and its app, then POSTs and records the outcome. `lease` runs just before the POST. */
-  private async run(record: DeliveryRecord, lease: () => Promise<unknown>, known?: { webhook: Webhook; app: App | undefined }): Promise<void> {
-    const webhook = known ? known.webhook : await this.deps.registry.get(record.webhook_id)
-    const app = known ? known.app : webhook ? await this.deps.store.getJson<App>(AuthKeys.app(record.app_id)) : undefined
-    if (!webhook || !app || webhook.app_id !== record.app_id) {
-      await this.finish(record, 'cancelled', { last_error: webhook ? 'the application was deleted' : 'the webhook was deleted' })
-      this.count(webhook ? 'cancelled' : 'webhook_deleted')
-      return
-    }
-    if (webhook.disabled_at) {
-      await this.deadLetter(record, 'gone', { error: 'the webhook is disabled (it answered 410 Gone)' })
-      return
-    }
-    if (!webhook.valid) {
-      await this.fail(record, { error: `the webhook is invalid: ${webhook.invalid_reason ?? 'CRC failing'}` }, 'skipped_invalid')
-      return
-    }
-    await lease()
-    const out = await this.post(webhook, app, record.body)
-    await this.deps.attempts?.record(record, out).catch((err: unknown) => this.deps.logger.warn({ err, delivery_id: record.delivery_id }, 'could not record the attempt for the console'))
-    await this.settle(record, webhook, out)
+    await this.runner.run(fresh.record, async () => undefined, { webhook: fresh.webhook, app: fresh.app })
   }
 
   /** One signed POST of `body` to the webhook (also used by replays). */
-  async post(webhook: Webhook, app: App, body: string): Promise<HttpOutcome> {
-    const out = await this.deps.client.send('POST', webhook.url, {
-      headers: { 'content-type': 'application/json', [SIGNATURE_HEADER]: webhookSignature(app.consumer_secret, body) },
-      body,
-      lane: webhook.id,
-      // The start of the answer is kept with the attempt (the console shows it).
-      maxBodyBytes: RESPONSE_BODY_KEEP
-    })
-    const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
-    this.deps.metrics.latency.observe({ result: ok ? 'success' : 'failure' }, out.ms / 1000)
-    return out
+  post(webhook: Webhook, app: App, body: string): Promise<HttpOutcome> {
+    return this.runner.post(webhook, app, body)
   }
 
   /** 410 Gone (to a delivery or a replay): nothing more is sent until a CRC passes. */
-  async disableGone(webhookId: string, what: string): Promise<void> {
-    await this.deps.registry.update(webhookId, {
-      valid: false,
-      set: { disabled_at: new Date().toISOString(), invalid_reason: `Gone: ${what} was answered 410; a passing CRC (PUT /2/webhooks/{id}) re-enables it` }
-    })
-    this.deps.logger.warn({ webhook_id: webhookId }, `webhook answered 410 Gone to ${what}: disabled`)
-    this.count('gone')
-  }
-
-  private async settle(record: DeliveryRecord, webhook: Webhook, out: HttpOutcome): Promise<void> {
-    const now = new Date().toISOString()
-    record.first_attempt_at ??= now
-    if (out.kind === 'response' && out.status >= 200 && out.status < 300) {
-      record.attempts++
-      await this.finish(record, 'delivered', { delivered_at: now, last_attempt_at: now, last_status: out.status, last_error: undefined })
-      this.count('delivered')
-      return
-    }
-    if (out.kind === 'response' && out.status === 410) {
-      record.attempts++
-      record.last_attempt_at = now
-      record.last_status = 410
-      await this.disableGone(webhook.id, 'a delivery')
-      await this.deadLetter(record, 'gone', { status: 410, error: 'the webhook answered 410 Gone' })
-      return
-    }
-    if (out.kind === 'response') {
-      const failure: Failure = { status: out.status, error: `the webhook answered ${out.status}` }
-      if (out.status === 429 || out.status === 503) {
-        const retryAfter = parseRetryAfter(out.headers['retry-after'])
-        if (retryAfter !== undefined) failure.retryAfterMs = retryAfter
-      }
-      await this.fail(record, failure, 'retry_scheduled')
-      return
-    }
-    await this.fail(record, { error: out.failure === 'timeout' ? `no answer within ${this.deps.client.timeoutMs} ms` : out.message }, 'retry_scheduled')
-  }
-
-  /** Counts a failed attempt: schedules the next one, or dead-letters when the schedule is exhausted. */
-  private async fail(record: DeliveryRecord, failure: Failure, outcome: DeliveryOutcome): Promise<void> {
-    const now = Date.now()
-    record.attempts++
-    record.last_attempt_at = new Date(now).toISOString()
-    record.last_error = failure.error
-    if (failure.status !== undefined) record.last_status = failure.status
-    if (record.attempts >= this.options.schedule.length) {
-      await this.deadLetter(record, 'exhausted', failure)
-      return
-    }
-    const delay = failure.retryAfterMs ?? withJitter(this.options.schedule[record.attempts] ?? 0)
-    record.next_attempt_at = now + delay
-    await this.deps.store.batch([
-      this.saveOp(record),
-      { op: 'zadd', key: WebhookKeys.retries(), score: record.next_attempt_at, member: retryMember(record.webhook_id, record.delivery_id) }
-    ])
-    this.count(outcome)
-  }
-
-  private async deadLetter(record: DeliveryRecord, reason: 'exhausted' | 'gone', failure: Failure): Promise<void> {
-    const now = new Date().toISOString()
-    const event = deadLetterEvent(record, reason, failure, now)
-    // Published before the record turns `failed`: a crash in between re-publishes rather than loses it.
-    await this.deps.bus.publish(TOPICS.webhookDeadLetter, record.webhook_id, event)
-    await this.finish(record, 'failed', { failed_at: now, failure_reason: reason, last_error: failure.error })
-    this.count('dead_lettered')
-    this.deps.logger.warn({ delivery_id: record.delivery_id, webhook_id: record.webhook_id, attempts: record.attempts, reason }, 'delivery dead-lettered')
-  }
-
-  private saveOp(record: DeliveryRecord): StoreOp {
-    return saveOp(record, this.options.retentionMs)
-  }
-
-  private async finish(record: DeliveryRecord, status: DeliveryStatus, fields: Partial<DeliveryRecord>): Promise<void> {
-    Object.assign(record, fields, { status })
-    for (const k of Object.keys(fields) as Array<keyof DeliveryRecord>) if (record[k] === undefined) delete record[k]
-    await this.deps.store.batch([this.saveOp(record), { op: 'zrem', key: WebhookKeys.retries(), members: [retryMember(record.webhook_id, record.delivery_id)] }])
+  disableGone(webhookId: string, what: string): Promise<void> {
+    return this.runner.disableGone(webhookId, what)
   }
 
   // ------------------------------------------------------------ schedule

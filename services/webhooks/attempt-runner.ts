@@ -1,0 +1,169 @@
+import type { Logger } from 'pino'
+import { AuthKeys, type App } from '../common/auth/records'
+import { TOPICS, type Bus } from '../common/bus/types'
+import type { Store } from '../common/store/types'
+import { type AttemptLog, RESPONSE_BODY_KEEP } from './attempt-log'
+import type { DeliveryRecord, DeliveryStatus } from './delivery-log'
+import type { HttpOutcome, WebhookClient } from './http-client'
+import { retryMember, WebhookKeys } from './keys'
+import type { DeliveryOutcome, WebhookMetrics } from './metrics'
+import type { Webhook, WebhookRegistry } from './registry'
+import { saveOp } from './rescheduling'
+import { deadLetterEvent, type Failure, parseRetryAfter, withJitter } from './retry-policy'
+import { SIGNATURE_HEADER, webhookSignature } from './signature'
+
+/**
+ * One attempt of a delivery and what its outcome does to the record
+ * (DeliveryEngine decides when an attempt runs and who may run it; this
+ * module runs it once it may).
+ *
+ * The webhook and its app are checked first: a deleted webhook or app
+ * cancels the delivery, a disabled one (410 Gone) dead-letters it, an
+ * invalid one (CRC failing) counts as a failed attempt without a POST.
+ * Then one signed POST, recorded for the console, and its outcome settled:
+ * 2xx delivers; 410 disables the webhook and dead-letters; any other answer
+ * or no answer schedules the next step of WEBHOOK_RETRY_SCHEDULE (with
+ * jitter, or Retry-After on 429/503), or dead-letters to
+ * `webhook.dead-letter` when the schedule is exhausted.
+ */
+
+export interface AttemptRunnerDeps {
+  store: Store
+  bus: Bus
+  registry: WebhookRegistry
+  client: WebhookClient
+  metrics: WebhookMetrics
+  logger: Logger
+  /** The console's record of attempts (attempt-log.ts). */
+  attempts?: AttemptLog
+}
+
+export interface AttemptRunnerOptions {
+  /** Delay before attempt n+1 (index n); its length is the number of attempts. */
+  schedule: number[]
+  /** Retention of records (the log). */
+  retentionMs: number
+}
+
+export class AttemptRunner {
+  constructor(
+    private readonly deps: AttemptRunnerDeps,
+    private readonly options: AttemptRunnerOptions
+  ) {}
+
+  count(outcome: DeliveryOutcome): void {
+    this.deps.metrics.deliveries.inc({ outcome })
+  }
+
+  /** Checks the webhook and its app, then POSTs and records the outcome. `lease` runs just before the POST. */
+  async run(record: DeliveryRecord, lease: () => Promise<unknown>, known?: { webhook: Webhook; app: App | undefined }): Promise<void> {
+    const webhook = known ? known.webhook : await this.deps.registry.get(record.webhook_id)
+    const app = known ? known.app : webhook ? await this.deps.store.getJson<App>(AuthKeys.app(record.app_id)) : undefined
+    if (!webhook || !app || webhook.app_id !== record.app_id) {
+      await this.finish(record, 'cancelled', { last_error: webhook ? 'the application was deleted' : 'the webhook was deleted' })
+      this.count(webhook ? 'cancelled' : 'webhook_deleted')
+      return
+    }
+    if (webhook.disabled_at) {
+      await this.deadLetter(record, 'gone', { error: 'the webhook is disabled (it answered 410 Gone)' })
+      return
+    }
+    if (!webhook.valid) {
+      await this.fail(record, { error: `the webhook is invalid: ${webhook.invalid_reason ?? 'CRC failing'}` }, 'skipped_invalid')
+      return
+    }
+    await lease()
+    const out = await this.post(webhook, app, record.body)
+    await this.deps.attempts?.record(record, out).catch((err: unknown) => this.deps.logger.warn({ err, delivery_id: record.delivery_id }, 'could not record the attempt for the console'))
+    await this.settle(record, webhook, out)
+  }
+
+  /** One signed POST of `body` to the webhook (also used by replays). */
+  async post(webhook: Webhook, app: App, body: string): Promise<HttpOutcome> {
+    const out = await this.deps.client.send('POST', webhook.url, {
+      headers: { 'content-type': 'application/json', [SIGNATURE_HEADER]: webhookSignature(app.consumer_secret, body) },
+      body,
+      lane: webhook.id,
+      // The start of the answer is kept with the attempt (the console shows it).
+      maxBodyBytes: RESPONSE_BODY_KEEP
+    })
+    const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
+    this.deps.metrics.latency.observe({ result: ok ? 'success' : 'failure' }, out.ms / 1000)
+    return out
+  }
+
+  /** 410 Gone (to a delivery or a replay): nothing more is sent until a CRC passes. */
+  async disableGone(webhookId: string, what: string): Promise<void> {
+    await this.deps.registry.update(webhookId, {
+      valid: false,
+      set: { disabled_at: new Date().toISOString(), invalid_reason: `Gone: ${what} was answered 410; a passing CRC (PUT /2/webhooks/{id}) re-enables it` }
+    })
+    this.deps.logger.warn({ webhook_id: webhookId }, `webhook answered 410 Gone to ${what}: disabled`)
+    this.count('gone')
+  }
+
+  private async settle(record: DeliveryRecord, webhook: Webhook, out: HttpOutcome): Promise<void> {
+    const now = new Date().toISOString()
+    record.first_attempt_at ??= now
+    if (out.kind === 'response' && out.status >= 200 && out.status < 300) {
+      record.attempts++
+      await this.finish(record, 'delivered', { delivered_at: now, last_attempt_at: now, last_status: out.status, last_error: undefined })
+      this.count('delivered')
+      return
+    }
+    if (out.kind === 'response' && out.status === 410) {
+      record.attempts++
+      record.last_attempt_at = now
+      record.last_status = 410
+      await this.disableGone(webhook.id, 'a delivery')
+      await this.deadLetter(record, 'gone', { status: 410, error: 'the webhook answered 410 Gone' })
+      return
+    }
+    if (out.kind === 'response') {
+      const failure: Failure = { status: out.status, error: `the webhook answered ${out.status}` }
+      if (out.status === 429 || out.status === 503) {
+        const retryAfter = parseRetryAfter(out.headers['retry-after'])
+        if (retryAfter !== undefined) failure.retryAfterMs = retryAfter
+      }
+      await this.fail(record, failure, 'retry_scheduled')
+      return
+    }
+    await this.fail(record, { error: out.failure === 'timeout' ? `no answer within ${this.deps.client.timeoutMs} ms` : out.message }, 'retry_scheduled')
+  }
+
+  /** Counts a failed attempt: schedules the next one, or dead-letters when the schedule is exhausted. */
+  private async fail(record: DeliveryRecord, failure: Failure, outcome: DeliveryOutcome): Promise<void> {
+    const now = Date.now()
+    record.attempts++
+    record.last_attempt_at = new Date(now).toISOString()
+    record.last_error = failure.error
+    if (failure.status !== undefined) record.last_status = failure.status
+    if (record.attempts >= this.options.schedule.length) {
+      await this.deadLetter(record, 'exhausted', failure)
+      return
+    }
+    const delay = failure.retryAfterMs ?? withJitter(this.options.schedule[record.attempts] ?? 0)
+    record.next_attempt_at = now + delay
+    await this.deps.store.batch([
+      saveOp(record, this.options.retentionMs),
+      { op: 'zadd', key: WebhookKeys.retries(), score: record.next_attempt_at, member: retryMember(record.webhook_id, record.delivery_id) }
+    ])
+    this.count(outcome)
+  }
+
+  private async deadLetter(record: DeliveryRecord, reason: 'exhausted' | 'gone', failure: Failure): Promise<void> {
+    const now = new Date().toISOString()
+    const event = deadLetterEvent(record, reason, failure, now)
+    // Published before the record turns `failed`: a crash in between re-publishes rather than loses it.
+    await this.deps.bus.publish(TOPICS.webhookDeadLetter, record.webhook_id, event)
+    await this.finish(record, 'failed', { failed_at: now, failure_reason: reason, last_error: failure.error })
+    this.count('dead_lettered')
+    this.deps.logger.warn({ delivery_id: record.delivery_id, webhook_id: record.webhook_id, attempts: record.attempts, reason }, 'delivery dead-lettered')
+  }
+
+  private async finish(record: DeliveryRecord, status: DeliveryStatus, fields: Partial<DeliveryRecord>): Promise<void> {
+    Object.assign(record, fields, { status })
+    for (const k of Object.keys(fields) as Array<keyof DeliveryRecord>) if (record[k] === undefined) delete record[k]
+    await this.deps.store.batch([saveOp(record, this.options.retentionMs), { op: 'zrem', key: WebhookKeys.retries(), members: [retryMember(record.webhook_id, record.delivery_id)] }])
+  }
+}
