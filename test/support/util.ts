@@ -11,7 +11,10 @@ import type { Test } from 'tap'
 
 export function tempDir(t: Test, prefix = 'gw-'): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  // KEEP_TMP=1 keeps the directory (logs of a failed system test) for a look afterwards.
+  t.teardown(() => {
+    if (!process.env.KEEP_TMP) fs.rmSync(dir, { recursive: true, force: true })
+  })
   return dir
 }
 
