@@ -5,7 +5,7 @@ NODE ?= node
 APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg nginx supervisor
 CLI := $(NODE) dist/services/cli.js
 
-.PHONY: nginx-conf types types-check readme help deps deps-npm deps-system build run test test-only lint walls typecheck bench up down status topics lag \
+.PHONY: nginx-conf types types-check readme help deps deps-npm deps-system build run test test-only lint walls typecheck bench bench-distributed up down status topics lag \
         app user account webhooks replay publish deliveries resend clean config-doc console console-link
 
 help: ## list the targets
@@ -57,8 +57,11 @@ test: deps build lint typecheck types-check test-only ## install what is missing
 test-only: ## run the tap suite (real Redis and Kafka mock cluster started by test/support)
 	@bash scripts/run-tests.sh
 
-bench: build deps-system ## run every benchmark; writes bench/RESULTS.md
+bench: build deps-system ## run every benchmark (bench-distributed's included); writes bench/RESULTS.md
 	@bash scripts/run-bench.sh
+
+bench-distributed: build deps-system ## make up vs embedded at fixed rates [BENCH_RATES=1000,2000,5000,10000 BENCH_SECONDS=20]; rewrites its section of bench/RESULTS.md
+	@BENCH_ONLY=distributed BENCH_MERGE=1 bash scripts/run-bench.sh
 
 up: build deps-system ## distributed on this machine: Redis, Kafka mock cluster, supervisord running nginx and each instance [GATEWAY=2 WEBHOOKS=2 ACTIVITY=2 STREAM=2 ACCOUNT_HISTORY=2]
 	@$(NODE) dist/scripts/up.js up

@@ -2,13 +2,20 @@
 # `make bench`: runs every benchmark compiled from bench/*.ts (dist/bench/*.js),
 # prints each one's figures as it goes and writes them all to bench/RESULTS.md
 # with the machine and the date. A benchmark that fails or overruns
-# BENCH_TIMEOUT (seconds, default 180) is recorded as such; the others still run.
-# BENCH_ONLY="bus activity" runs a subset.
+# its time limit is recorded as such; the others still run. The limit is
+# BENCH_TIMEOUT (seconds) when set, else the `bench-timeout: N` a benchmark's
+# source declares, else 180.
+# BENCH_ONLY="bus activity" runs a subset (and RESULTS.md then holds only it);
+# with BENCH_MERGE=1 their sections replace the same sections of the existing
+# RESULTS.md and the rest is kept (`make bench-distributed`).
+# Lines a benchmark prints starting with "~ " are progress: shown, not recorded.
+# Its lines starting with "|" are Markdown tables: recorded after its code
+# block, one table after the other.
 # bench/media-upload needs ffmpeg and ~1.5 GB free in TMPDIR (a 500 MB video, its segments, the joined file).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-timeout_s=${BENCH_TIMEOUT:-180}
+merge=${BENCH_MERGE:-}
 results=bench/RESULTS.md
 tmp=$(mktemp)
 trap 'rm -f "$tmp" "$tmp.out"' EXIT
@@ -52,18 +59,23 @@ for src in "${sources[@]}"; do
     failed=$((failed + 1))
     continue
   fi
+  declared=$(grep -m1 -oE 'bench-timeout: [0-9]+' "$src" | grep -oE '[0-9]+')
+  timeout_s=${BENCH_TIMEOUT:-${declared:-180}}
+  if [ -n "$merge" ]; then
+    echo "(measured alone by \`BENCH_ONLY=$name\` on $(date -u '+%Y-%m-%d %H:%M UTC') at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); the header above is the last full \`make bench\`'s)" >>"$tmp"
+    echo >>"$tmp"
+  fi
   start=$(date +%s)
-  LOG_LEVEL=${LOG_LEVEL:-silent} timeout --kill-after=10 "$timeout_s" node "$js" 2>&1 | tee "$tmp.out"
+  # --kill-after leaves time for a benchmark to stop what it started (bench/distributed: make down).
+  LOG_LEVEL=${LOG_LEVEL:-silent} timeout --kill-after=60 "$timeout_s" node "$js" 2>&1 | tee "$tmp.out"
   status=${PIPESTATUS[0]}
   elapsed=$(( $(date +%s) - start ))
   echo '```' >>"$tmp"
-  # The table lines are Markdown already: keep them outside the code block.
-  grep -v '^|' "$tmp.out" >>"$tmp"
+  # The table lines are Markdown already: keep them outside the code block; progress lines are not kept.
+  grep -v -e '^|' -e '^~ ' "$tmp.out" >>"$tmp"
   echo '```' >>"$tmp"
-  if grep -q '^|' "$tmp.out"; then
-    echo >>"$tmp"
-    grep '^|' "$tmp.out" >>"$tmp"
-  fi
+  # Each table after a blank line (two tables printed apart stay two tables).
+  awk '/^\|/ { if (!intable) print ""; intable = 1; print; next } { intable = 0 }' "$tmp.out" >>"$tmp"
   if [ "$status" -ne 0 ]; then
     failed=$((failed + 1))
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then note="stopped after ${timeout_s} s"; else note="exit status $status"; fi
@@ -79,7 +91,30 @@ if [ -f bench/PROFILES.md ] && [ -z "${BENCH_ONLY:-}" ]; then
   { echo; cat bench/PROFILES.md; } >>"$tmp"
 fi
 
-mv "$tmp" "$results"
+if [ -n "$merge" ] && [ -n "${BENCH_ONLY:-}" ] && [ -f "$results" ]; then
+  # Each `## bench/<name>` section just measured replaces its namesake (up to the next `## `);
+  # a new one goes before the profiles section (or at the end).
+  awk -v fresh="$tmp" '
+    BEGIN {
+      while ((getline line < fresh) > 0) {
+        if (line ~ /^## bench\//) { name = line; order[++n] = name; body[name] = line "\n"; continue }
+        if (name != "") body[name] = body[name] line "\n"
+      }
+    }
+    function flush_new() { for (i = 1; i <= n; i++) if (!(order[i] in done)) { printf "%s\n", body[order[i]]; done[order[i]] = 1 } }
+    /^## / {
+      skipping = 0
+      if ($0 in body) { sub(/\n+$/, "\n", body[$0]); printf "%s\n", body[$0]; done[$0] = 1; skipping = 1; next }
+      if ($0 !~ /^## bench\//) flush_new()
+    }
+    !skipping { print }
+    END { flush_new() }
+  ' "$results" >"$tmp.merged"
+  mv "$tmp.merged" "$results"
+  rm -f "$tmp"
+else
+  mv "$tmp" "$results"
+fi
 trap 'rm -f "$tmp.out"' EXIT
 if [ "$failed" -gt 0 ]; then echo "==> wrote $results ($failed benchmark(s) failed)"; else echo "==> wrote $results"; fi
 [ "$failed" -eq 0 ]

@@ -1,0 +1,309 @@
+/**
+ * What bench/distributed runs against, started the way operators start it:
+ *
+ *  - `make up`: `node dist/scripts/up.js up` with a private RUN_DIR (Redis,
+ *    the Kafka mock cluster, supervisord running every instance and nginx on
+ *    a free port), stopped with `up.js down` (the test/system fault tests
+ *    start it the same way, test/system/support/up-system.ts);
+ *  - `make run`: `node dist/services/embedded/main.js` with a temporary
+ *    DATA_DIR.
+ *
+ * and the customer set up through the public and operator routes: an app
+ * and a user (operator API, as `make app` / `make user` do), an app-only
+ * bearer, a webhook on the bench's signed receiver (CRC included), one
+ * post.create activity subscription with that webhook per followed user.
+ */
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { partitionFor } from '../../services/common/bus/partitioner'
+import { loadTopics, projectRoot } from '../../services/common/bus/topics'
+import { TOPICS } from '../../services/common/bus/types'
+import { newNumericId } from '../../services/common/ids'
+import { programStatus } from '../../scripts/supervisor'
+import type { RunState } from '../../scripts/up'
+import { freePort } from '../../scripts/local-infra'
+
+const root = projectRoot()
+const fromSource = __filename.endsWith('.ts')
+
+export const progress = (line: string): void => void process.stderr.write(`~ ${line}\n`)
+
+/** A process whose CPU time is accounted: `service` groups instances (gateway-1, gateway-2 -> gateway). */
+export interface Accounted {
+  name: string
+  service: string
+  pid: number
+}
+
+export interface System {
+  kind: 'make up' | 'embedded'
+  /** {base_url}: nginx under make up, the process itself embedded. */
+  baseUrl: string
+  operatorToken: string
+  /** Every process of the system now (supervised pids as supervisord reports them; nginx workers included). */
+  processes(): Promise<Accounted[]>
+  /** Service instances with their own port (for /metrics). */
+  instances: Array<{ name: string; service: string; port: number }>
+  stop(): Promise<void>
+}
+
+function newToken(): string {
+  return randomBytes(32).toString('base64url')
+}
+
+/** The bench's own settings of every service process; the caller's environment wins (e.g. KAFKA_FETCH_MAX_WAIT=20ms). */
+function serviceEnv(dataDir: string, token: string, profileDir: string | undefined): NodeJS.ProcessEnv {
+  const profile = profileDir ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${profileDir}`.trim() } : {}
+  return {
+    LOG_LEVEL: 'warn',
+    ...process.env,
+    DATA_DIR: dataDir,
+    OPERATOR_TOKEN: token,
+    WEBHOOK_ALLOW_INSECURE: 'true',
+    ...profile
+  }
+}
+
+/** Children of `pid` (nginx's workers), from /proc. */
+function childrenOf(pid: number): number[] {
+  const out: number[] = []
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8')
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      if (ppid === pid) out.push(Number(entry))
+    } catch {
+      // gone
+    }
+  }
+  return out
+}
+
+function runUp(args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [path.join(root, 'dist', 'scripts', 'up.js'), ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    const take = (d: Buffer): void => {
+      const text = d.toString()
+      out += text
+      for (const line of text.split('\n')) if (line.trim() !== '') progress(`up.js ${args[0]}: ${line}`)
+    }
+    child.stdout.on('data', take)
+    child.stderr.on('data', take)
+    const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs)
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      resolve({ code: code ?? 1, out })
+    })
+  })
+}
+
+/**
+ * `make up` with a private run directory and free nginx ports, so it
+ * neither uses nor disturbs a `make up` of the checkout (.run/, 8080).
+ * Instance counts come from the environment as for `make up`
+ * (GATEWAY=.. WEBHOOKS=.. ACTIVITY=.. STREAM=.. ACCOUNT_HISTORY=..).
+ */
+export async function startUp(workDir: string, profileDir: string | undefined): Promise<System> {
+  const runDir = path.join(workDir, 'run')
+  fs.mkdirSync(runDir, { recursive: true })
+  const token = newToken()
+  const env: NodeJS.ProcessEnv = { ...serviceEnv(path.join(runDir, 'data'), token, profileDir), RUN_DIR: runDir, PORT: '0', SANDBOX_PORT: '0', DOWN_GRACE_MS: process.env.DOWN_GRACE_MS ?? '5000' }
+  const stateFile = path.join(runDir, 'state.json')
+  // `up.js down` runs without the profiling flags (the caller's own NODE_OPTIONS only).
+  const { NODE_OPTIONS: _profile, ...plainEnv } = env
+  let stopped = false
+  const stop = async (): Promise<void> => {
+    if (stopped || !fs.existsSync(stateFile)) return
+    stopped = true
+    await runUp(['down'], { ...plainEnv, ...(process.env.NODE_OPTIONS ? { NODE_OPTIONS: process.env.NODE_OPTIONS } : {}) }, 120_000)
+  }
+  // supervisord's environment is up.js's, so with profiling up.js runs with the flags too (one small extra profile).
+  const started = await runUp(['up'], env, 180_000).catch((err: Error) => ({ code: 1, out: err.message }))
+  if (started.code !== 0 || !fs.existsSync(stateFile)) {
+    await stop()
+    throw new Error(`make up failed:\n${started.out}`)
+  }
+  const state = JSON.parse(fs.readFileSync(stateFile, 'utf8')) as RunState
+  if (!state.proxy || !state.supervisor) {
+    await stop()
+    throw new Error(`incomplete state in ${stateFile}`)
+  }
+  const files = state.supervisor
+  const instances = state.processes.filter((p) => p.kind === 'service').map((p) => ({ name: p.name, service: p.service ?? p.name, port: p.port ?? 0 }))
+  return {
+    kind: 'make up',
+    baseUrl: `http://127.0.0.1:${state.proxy.port}`,
+    operatorToken: token,
+    instances,
+    async processes() {
+      const supervised = new Map((await programStatus(files)).map((s) => [s.name, s.pid]))
+      const out: Accounted[] = []
+      for (const p of state.processes) {
+        const pid = p.supervised ? supervised.get(p.name) : p.pid
+        if (!pid) continue
+        const service = p.kind === 'service' ? (p.service ?? p.name) : p.kind === 'supervisor' ? 'supervisord' : p.name
+        out.push({ name: p.name, service, pid })
+        if (p.kind === 'nginx') for (const w of childrenOf(pid)) out.push({ name: `nginx worker ${w}`, service: 'nginx', pid: w })
+      }
+      return out
+    },
+    stop
+  }
+}
+
+/** `make run`: every service in one process, memory bus, memory store journaled to a temporary DATA_DIR. */
+export async function startEmbedded(workDir: string, profileDir: string | undefined): Promise<System> {
+  const port = await freePort()
+  const token = newToken()
+  const main = fromSource ? path.join(root, 'services', 'embedded', 'main.ts') : path.join(root, 'dist', 'services', 'embedded', 'main.js')
+  const env = serviceEnv(path.join(workDir, 'embedded'), token, undefined)
+  const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '--cpu-prof-name=embedded.cpuprofile'] : []
+  const proc = spawn(process.execPath, [...process.execArgv, ...profile, main], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...env, HOST: '127.0.0.1', PORT: String(port), SANDBOX_PORT: String(await freePort()) }
+  })
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()))
+  let out = ''
+  proc.stderr.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-20_000)))
+  const stop = async (): Promise<void> => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return
+    proc.kill('SIGTERM')
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 20_000)
+    await exited
+    clearTimeout(timer)
+  }
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`embedded not ready within 90 s: ${out}`)), 90_000)
+      proc.stdout.on('data', (d: Buffer) => {
+        out = (out + d.toString()).slice(-20_000)
+        if (out.includes('embedded ready (')) {
+          clearTimeout(timer)
+          resolve()
+        }
+      })
+      void exited.then(() => {
+        clearTimeout(timer)
+        reject(new Error(`embedded exited before it was ready: ${out}`))
+      })
+    })
+  } catch (err) {
+    await stop()
+    throw err
+  }
+  progress(`embedded: pid ${proc.pid}, http://127.0.0.1:${port}`)
+  return {
+    kind: 'embedded',
+    baseUrl: `http://127.0.0.1:${port}`,
+    operatorToken: token,
+    instances: [{ name: 'embedded', service: 'embedded', port }],
+    processes: () => Promise.resolve(proc.pid ? [{ name: 'embedded', service: 'embedded', pid: proc.pid }] : []),
+    stop
+  }
+}
+
+// ---------------------------------------------------------------- the customer
+
+async function call(method: string, url: string, headers: Record<string, string>, body?: string): Promise<Record<string, unknown>> {
+  const res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(30_000) })
+  const text = await res.text()
+  if (res.status >= 300) throw new Error(`${method} ${new URL(url).pathname}: ${res.status} ${text.slice(0, 500)}`)
+  return JSON.parse(text) as Record<string, unknown>
+}
+
+export interface Customer {
+  appId: string
+  secret: string
+  bearer: string
+  webhookId: string
+  /** user_ids with a subscription: the created user, then ids covering every partition of activity.events. */
+  users: string[]
+}
+
+/**
+ * `atLeast` user ids (the first given) landing on every partition of
+ * activity.events, so every matcher instance gets work (the same rule as
+ * test/system/support/tenant.ts usersCoveringPartitions).
+ */
+function usersCoveringPartitions(first: string, atLeast: number): string[] {
+  const partitions = loadTopics().topics.find((x) => x.name === TOPICS.activityEvents)?.partitions ?? 1
+  const users = [first]
+  const covered = new Set([partitionFor(first, partitions)])
+  while (covered.size < partitions || users.length < atLeast) {
+    const id = newNumericId()
+    const partition = partitionFor(id, partitions)
+    if (covered.has(partition) && users.length >= atLeast) continue
+    covered.add(partition)
+    users.push(id)
+  }
+  return users
+}
+
+/** App, user, bearer; the webhook is registered by `registerWebhook` once the receiver (which needs the secret) listens. */
+export async function createCustomer(system: System, followed: number): Promise<Omit<Customer, 'webhookId'>> {
+  const operator = { authorization: `Bearer ${system.operatorToken}`, 'content-type': 'application/json' }
+  const base = system.baseUrl
+  const app = (await call('POST', `${base}/admin/apps`, operator, JSON.stringify({ name: 'bench distributed', access_level: 'read-write' }))).data as { id: string; consumer_key: string; consumer_secret: string }
+  const user = (await call('POST', `${base}/admin/users`, operator, JSON.stringify({ screen_name: `bench_${Date.now() % 1e8}`, password: randomBytes(12).toString('base64url') }))).data as { id: string }
+  const basic = Buffer.from(`${encodeURIComponent(app.consumer_key)}:${encodeURIComponent(app.consumer_secret)}`).toString('base64')
+  const token = await call('POST', `${base}/oauth2/token`, { authorization: `Basic ${basic}`, 'content-type': 'application/x-www-form-urlencoded' }, 'grant_type=client_credentials')
+  return { appId: app.id, secret: app.consumer_secret, bearer: token.access_token as string, users: usersCoveringPartitions(user.id, followed) }
+}
+
+export async function registerWebhook(system: System, c: Omit<Customer, 'webhookId'>, receiverUrl: string): Promise<Customer> {
+  const auth = { authorization: `Bearer ${c.bearer}`, 'content-type': 'application/json' }
+  const created = (await call('POST', `${system.baseUrl}/2/webhooks`, auth, JSON.stringify({ url: receiverUrl }))).data as { id: string; valid: boolean }
+  if (!created.valid) throw new Error('the webhook was registered invalid (CRC failed)')
+  for (const user of c.users) {
+    await call('POST', `${system.baseUrl}/2/activity/subscriptions`, auth, JSON.stringify({ event_type: 'post.create', filter: { user_id: user }, tag: 'bench', webhook_id: created.id }))
+  }
+  return { ...c, webhookId: created.id }
+}
+
+// ---------------------------------------------------------------- CPU time per process
+
+const CLOCK_TICKS = 100
+
+/** utime + stime of `pid` in seconds (/proc/<pid>/stat), undefined when it is gone. */
+function cpuSeconds(pid: number): number | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
+  } catch {
+    return undefined
+  }
+}
+
+export type CpuSnapshot = Map<number, { service: string; seconds: number }>
+
+export async function cpuSnapshot(system: System): Promise<CpuSnapshot> {
+  const out: CpuSnapshot = new Map()
+  for (const p of await system.processes()) {
+    const s = cpuSeconds(p.pid)
+    if (s !== undefined) out.set(p.pid, { service: p.service, seconds: s })
+  }
+  const self = process.cpuUsage()
+  out.set(process.pid, { service: 'bench (publisher, receiver, stream client)', seconds: (self.user + self.system) / 1e6 })
+  return out
+}
+
+/** CPU seconds per service between two snapshots (a pid absent before counts from 0: a restarted instance). */
+export function cpuBetween(before: CpuSnapshot, after: CpuSnapshot): Map<string, number> {
+  const out = new Map<string, number>()
+  for (const [pid, a] of after) {
+    const b = before.get(pid)?.seconds ?? 0
+    out.set(a.service, (out.get(a.service) ?? 0) + Math.max(0, a.seconds - b))
+  }
+  return out
+}
+
+export function machine(): string {
+  return `${os.cpus().length} cpu(s) (${os.cpus()[0]?.model ?? 'unknown'}), node ${process.version}`
+}
