@@ -50,7 +50,19 @@ export interface UpSystem extends SystemView {
 export async function startUpSystem(t: Test, env: Record<string, string>): Promise<UpSystem> {
   if (!fs.existsSync(upJs)) throw new Error(`${path.relative(root, upJs)} is missing: run \`make build\` first (make test does)`)
   const runDir = tempDir(t, 'gw-up-faults-')
-  const upEnv: NodeJS.ProcessEnv = { ...process.env, ...SYSTEM_ENV, RUN_DIR: runDir, DATA_DIR: path.join(runDir, 'data'), PORT: '0', SANDBOX_PORT: '0', DOWN_GRACE_MS: '5000', ...env }
+  // Not the test runner's NODE_OPTIONS (tap's process-info import): the services run as `make up` runs them.
+  const { NODE_OPTIONS: _runnerOptions, ...runnerEnv } = process.env
+  const upEnv: NodeJS.ProcessEnv = {
+    ...runnerEnv,
+    ...(process.env.FAULT_NODE_OPTIONS ? { NODE_OPTIONS: process.env.FAULT_NODE_OPTIONS } : {}),
+    ...SYSTEM_ENV,
+    RUN_DIR: runDir,
+    DATA_DIR: path.join(runDir, 'data'),
+    PORT: '0',
+    SANDBOX_PORT: '0',
+    DOWN_GRACE_MS: '5000',
+    ...env
+  }
   const stateFile = path.join(runDir, 'state.json')
   // Registered first, so it runs last: after the test's store and bus closed.
   t.teardown(async () => {
