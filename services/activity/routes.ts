@@ -13,6 +13,7 @@ import {
   toPublic
 } from './subscriptions'
 import { webhookOwnedBy } from './webhooks'
+import { DATE_TIME, NUMERIC_ID, openObject, pathParams, v2Ok } from '../common/openapi'
 
 /**
  * `/2/activity/subscriptions*` (platform-facts §5). Authentication follows
@@ -37,6 +38,24 @@ const LIST_AUTH: AuthRequirement = { schemes: USER_OR_APP, scopes: ['like.read',
 const APP_ONLY: AuthRequirement = { schemes: ['bearer-app'] }
 const MAX_BULK_IDS = 100
 const ID_PATTERN = /^[0-9]{1,19}$/
+
+/**
+ * Response schemas (OpenAPI document, serialization): open objects, so every
+ * property the handlers return is still sent. `{subscription_id}` is checked
+ * by pathId (its Problem says where the id came from): the routes that declare
+ * it without a body take `attachValidation`.
+ */
+const SUBSCRIPTION = openObject({
+  subscription_id: NUMERIC_ID,
+  event_type: { type: 'string' },
+  filter: openObject({ user_id: NUMERIC_ID, keyword: { type: 'string' }, direction: { type: 'string' } }),
+  tag: { type: 'string' },
+  webhook_id: NUMERIC_ID,
+  created_at: DATE_TIME,
+  updated_at: DATE_TIME
+}, 'An activity subscription.')
+const TOTAL = { total_subscriptions: { type: 'integer', description: 'Active subscriptions of the application.' } }
+const DELETED = v2Ok('The subscriptions are deleted (errors: ids that named none).', openObject({ deleted: { type: 'boolean' } }), TOTAL)
 
 interface CreateBody {
   event_type: string
@@ -83,7 +102,13 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
     }
   }
 
-  app.post('/2/activity/subscriptions', { config: { auth: CREATE_AUTH }, schema: { body: { $ref: `${SCHEMA}/CreateRequest` } } }, async (request) => {
+  app.post('/2/activity/subscriptions', {
+    config: { auth: CREATE_AUTH },
+    schema: {
+      body: { $ref: `${SCHEMA}/CreateRequest` },
+      response: v2Ok('The subscription created.', openObject({ subscription: SUBSCRIPTION, total_subscriptions_for_instance_id: { type: 'integer' } }), TOTAL)
+    }
+  }, async (request) => {
     const appId = appIdOf(request)
     const body = request.body as CreateBody
     const { eventType, filter, problems } = checkNewSubscription(body)
@@ -112,7 +137,13 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
     return { data: { subscription: toPublic(sub), total_subscriptions_for_instance_id: total }, meta: { total_subscriptions: total } }
   })
 
-  app.get('/2/activity/subscriptions', { config: { auth: LIST_AUTH }, schema: { querystring: { $ref: `${SCHEMA}/ListQuery` } } }, async (request) => {
+  app.get('/2/activity/subscriptions', {
+    config: { auth: LIST_AUTH },
+    schema: {
+      querystring: { $ref: `${SCHEMA}/ListQuery` },
+      response: v2Ok("A page of the application's subscriptions.", { type: 'array', items: SUBSCRIPTION }, { result_count: { type: 'integer' }, next_token: { type: 'string' } })
+    }
+  }, async (request) => {
     const appId = appIdOf(request)
     const query = request.query as { max_results?: number; pagination_token?: string }
     const maxResults = query.max_results ?? 1000
@@ -129,7 +160,11 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
 
   app.put('/2/activity/subscriptions/:subscription_id', {
     config: { auth: APP_ONLY },
-    schema: { body: { $ref: `${SCHEMA}/UpdateRequest` } }
+    schema: {
+      params: pathParams({ subscription_id: { type: 'string', description: 'A subscription id (^[0-9]{1,19}$, checked by the route).' } }),
+      body: { $ref: `${SCHEMA}/UpdateRequest` },
+      response: v2Ok('The subscription updated.', openObject({ subscription: SUBSCRIPTION, total_subscriptions: { type: 'integer' } }), TOTAL)
+    }
   }, async (request) => {
     const appId = appIdOf(request)
     const id = pathId(request)
@@ -152,7 +187,11 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
     return { data: { subscription: toPublic(updated), total_subscriptions: total }, meta: { total_subscriptions: total } }
   })
 
-  app.delete('/2/activity/subscriptions/:subscription_id', { config: { auth: APP_ONLY } }, async (request) => {
+  app.delete('/2/activity/subscriptions/:subscription_id', {
+    config: { auth: APP_ONLY },
+    schema: { params: pathParams({ subscription_id: NUMERIC_ID }), response: DELETED },
+    attachValidation: true
+  }, async (request) => {
     const appId = appIdOf(request)
     const id = pathId(request)
     const sub = await subscriptions.getOwned(appId, id)
@@ -161,7 +200,7 @@ export async function registerSubscriptionRoutes(app: FastifyInstance, ctx: Serv
     return { data: { deleted: true }, meta: { total_subscriptions: await subscriptions.count(appId) } }
   })
 
-  app.delete('/2/activity/subscriptions', { config: { auth: APP_ONLY }, schema: { querystring: { $ref: `${SCHEMA}/BulkDeleteQuery` } } }, async (request) => {
+  app.delete('/2/activity/subscriptions', { config: { auth: APP_ONLY }, schema: { querystring: { $ref: `${SCHEMA}/BulkDeleteQuery` }, response: DELETED } }, async (request) => {
     const appId = appIdOf(request)
     const { ids: raw } = request.query as { ids: string }
     const ids = [...new Set(raw.split(',').map((s) => s.trim()).filter((s) => s !== ''))]

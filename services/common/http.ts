@@ -29,6 +29,7 @@ import { registerRateLimits } from './ratelimit'
 import { targetPath } from './request-target'
 import { isStoreUnavailable } from './store/unavailable'
 import { registerJsonBodies } from './body'
+import { registerOpenApi } from './openapi'
 import type { HttpPart } from './schemas'
 
 /**
@@ -452,6 +453,7 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
   for (const schema of ctx.schemas.schemas.values()) app.addSchema(schema)
   // Bodies are JSON and must carry the schema's types; query, params and headers are text and are coerced.
   app.setValidatorCompiler(({ schema, httpPart }) => ctx.schemas.requestValidator(schema as Record<string, unknown>, httpPart as HttpPart | undefined))
+  await registerOpenApi(app, ctx)
 
   app.server.on(https ? 'secureConnection' : 'connection', trackRequestHeads)
 

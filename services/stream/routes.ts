@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { Problems } from '../common/errors'
+import { openObject, v2Ok } from '../common/openapi'
 import { HttpStreamConnection } from './connections'
 import type { StreamHub } from './hub'
 
@@ -33,7 +34,15 @@ export function parseStreamQuery(query: Record<string, unknown>): { backfillMinu
 }
 
 export async function registerStreamRoute(app: FastifyInstance, hub: StreamHub): Promise<void> {
-  app.get(STREAM_PATH, { config: { auth: { schemes: ['bearer-app'] } } }, async (request, reply) => {
+  app.get(STREAM_PATH, {
+    config: { auth: { schemes: ['bearer-app'] } },
+    // Documentation (GET /openapi.json): parseStreamQuery answers for the query itself, so validation only attaches.
+    schema: {
+      querystring: { type: 'object', properties: { backfill_minutes: { type: 'integer', minimum: 0, maximum: 5, description: 'Minutes of recent activity to replay first.' } } },
+      response: v2Ok('The stream, chunked: one delivery (JSON) per line, \\r\\n keep-alives while idle.', openObject())
+    },
+    attachValidation: true
+  }, async (request, reply) => {
     const appId = request.auth?.app.id
     if (appId === undefined) throw Problems.generic(401, 'Unauthorized')
     const { backfillMinutes } = parseStreamQuery(request.query as Record<string, unknown>)

@@ -8,6 +8,7 @@ import { bodyValidationProblem, failure, type Reason, userIdParam, webhookIdPara
 import { normalizeUrl, publicView, type Webhook } from './registry'
 import { checkWindow, parseReplayDate, ReplayConflictError } from './replay'
 import { checkWebhookUrl, UnsafeUrlError } from './url-safety'
+import { DATE_TIME, NUMERIC_ID, openObject, pathParams, v2Ok } from '../common/openapi'
 
 /**
  * The public routes: v2 webhooks (platform-facts §2) and Account Activity
@@ -22,6 +23,16 @@ const AAA_SCOPES = ['dm.read', 'dm.write', 'tweet.read', 'users.read']
 const WEBHOOKS_LIMIT = { family: 'webhooks' }
 const AAA_LIMIT = { family: 'account-activity' }
 const CONFIG_FIELDS = ['created_at', 'id', 'url', 'valid'] as const
+
+/**
+ * Route schemas for the OpenAPI document (GET /openapi.json) and response
+ * serialization. Path parameters are checked by the handlers, whose Problems
+ * name the parameter as the public platform does: the routes that declare
+ * them take `attachValidation` and answer with their own checks.
+ */
+const WEBHOOK_CONFIG = openObject({ created_at: DATE_TIME, id: NUMERIC_ID, url: { type: 'string' }, valid: { type: 'boolean' } }, 'A webhook configuration.')
+const WEBHOOK_PARAMS = pathParams({ webhook_id: NUMERIC_ID })
+const SUBSCRIBED = v2Ok('Whether the user is subscribed.', openObject({ subscribed: { type: 'boolean' } }))
 
 function appOf(request: FastifyRequest): AuthContext {
   const auth = request.auth
@@ -81,7 +92,7 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
 
   app.post('/2/webhooks', {
     config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT },
-    schema: { body: { $ref: 'http/webhooks.create-request#' } },
+    schema: { body: { $ref: 'http/webhooks.create-request#' }, response: v2Ok('The webhook, registered after a passing CRC.', WEBHOOK_CONFIG) },
     attachValidation: true
   }, async (request) => {
     if (request.validationError) throw bodyValidationProblem(request.validationError, request.body, () => 'UrlValidationFailed')
@@ -126,7 +137,22 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     }
   })
 
-  app.get('/2/webhooks', { config: { auth: { schemes: ['bearer-app'] }, rateLimit: WEBHOOKS_LIMIT } }, async (request) => {
+  app.get('/2/webhooks', {
+    config: { auth: { schemes: ['bearer-app'] }, rateLimit: WEBHOOKS_LIMIT },
+    schema: {
+      querystring: {
+        type: 'object',
+        // A comma-separated list (@fastify/swagger reads style and explode here, for every parameter of the query).
+        style: 'form',
+        explode: false,
+        properties: {
+          'webhook_config.fields': { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', enum: [...CONFIG_FIELDS] }, description: 'Comma-separated WebhookConfig fields (all by default).' }
+        }
+      },
+      response: v2Ok("The application's webhooks.", { type: 'array', items: WEBHOOK_CONFIG }, { result_count: { type: 'integer' } })
+    },
+    attachValidation: true
+  }, async (request) => {
     const fields = requestedFields((request.query as Record<string, unknown>)['webhook_config.fields'])
     const webhooks = await core.registry.listByApp(appOf(request).app.id)
     const data = webhooks.map((w) => {
@@ -138,7 +164,11 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     return { data, meta: { result_count: data.length } }
   })
 
-  app.delete('/2/webhooks/:webhook_id', { config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT } }, async (request) => {
+  app.delete('/2/webhooks/:webhook_id', {
+    config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT },
+    schema: { params: WEBHOOK_PARAMS, response: v2Ok('The webhook is deleted.', openObject({ deleted: { type: 'boolean' } })) },
+    attachValidation: true
+  }, async (request) => {
     const webhook = await ownedWebhook(core, request)
     await core.registry.remove(webhook)
     await core.client.forget(webhook.id)
@@ -147,7 +177,11 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
   })
 
   // Validate: a CRC now; a passing check makes the webhook valid again (also after a 410).
-  app.put('/2/webhooks/:webhook_id', { config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT } }, async (request) => {
+  app.put('/2/webhooks/:webhook_id', {
+    config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT },
+    schema: { params: WEBHOOK_PARAMS, response: v2Ok('A CRC passed: the webhook is valid.', openObject({ attempted: { type: 'boolean' } })) },
+    attachValidation: true
+  }, async (request) => {
     const webhook = await ownedWebhook(core, request)
     const { result } = await core.checker.check(webhook, 'put')
     if (result.result !== 'pass') throw failure('CrcValidationFailed', 'webhook_id', webhook.id, result.reason)
@@ -156,7 +190,7 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
 
   app.post('/2/webhooks/replay', {
     config: { auth: { schemes: ['bearer-app'] }, rateLimit: WEBHOOKS_LIMIT },
-    schema: { body: { $ref: 'http/webhooks.replay-request#' } },
+    schema: { body: { $ref: 'http/webhooks.replay-request#' }, response: v2Ok('The replay job.', openObject({ job_id: NUMERIC_ID, created_at: DATE_TIME })) },
     attachValidation: true
   }, async (request) => {
     if (request.validationError) {
@@ -186,7 +220,11 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
 
   const aaaPath = '/2/account_activity/webhooks/:webhook_id/subscriptions/all'
 
-  app.post(aaaPath, { config: { auth: { schemes: ['oauth1-user', 'oauth2-user'], access: 'dm', scopes: AAA_SCOPES }, rateLimit: AAA_LIMIT } }, async (request) => {
+  app.post(aaaPath, {
+    config: { auth: { schemes: ['oauth1-user', 'oauth2-user'], access: 'dm', scopes: AAA_SCOPES }, rateLimit: AAA_LIMIT },
+    schema: { params: WEBHOOK_PARAMS, response: SUBSCRIBED },
+    attachValidation: true
+  }, async (request) => {
     const userId = userOf(request)
     const webhook = await ownedWebhook(core, request)
     const result = await lockedOrBusy(() => core.accountActivity.subscribe(webhook, userId))
@@ -201,13 +239,29 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     return { data: { subscribed: true } }
   })
 
-  app.get(aaaPath, { config: { auth: { schemes: ['oauth1-user', 'oauth2-user'], access: 'read', scopes: AAA_SCOPES }, rateLimit: AAA_LIMIT } }, async (request) => {
+  app.get(aaaPath, {
+    config: { auth: { schemes: ['oauth1-user', 'oauth2-user'], access: 'read', scopes: AAA_SCOPES }, rateLimit: AAA_LIMIT },
+    schema: { params: WEBHOOK_PARAMS, response: SUBSCRIBED },
+    attachValidation: true
+  }, async (request) => {
     const userId = userOf(request)
     const webhook = await ownedWebhook(core, request)
     return { data: { subscribed: await core.accountActivity.isSubscribed(webhook.id, userId) } }
   })
 
-  app.get(`${aaaPath}/list`, { config: { auth: { schemes: ['bearer-app'] }, rateLimit: AAA_LIMIT } }, async (request) => {
+  app.get(`${aaaPath}/list`, {
+    config: { auth: { schemes: ['bearer-app'] }, rateLimit: AAA_LIMIT },
+    schema: {
+      params: WEBHOOK_PARAMS,
+      response: v2Ok('The users subscribed to the webhook.', openObject({
+        application_id: { type: 'string' },
+        webhook_id: { type: 'string' },
+        webhook_url: { type: 'string' },
+        subscriptions: { type: 'array', items: openObject({ user_id: { type: 'string' } }) }
+      }))
+    },
+    attachValidation: true
+  }, async (request) => {
     const webhook = await ownedWebhook(core, request)
     const users = await core.accountActivity.subscribers(webhook.id)
     return {
@@ -215,7 +269,17 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     }
   })
 
-  app.get('/2/account_activity/subscriptions/count', { config: { auth: { schemes: ['bearer-app'] }, rateLimit: AAA_LIMIT } }, async (request) => {
+  app.get('/2/account_activity/subscriptions/count', {
+    config: { auth: { schemes: ['bearer-app'] }, rateLimit: AAA_LIMIT },
+    schema: {
+      response: v2Ok("The application's subscriptions across its webhooks.", openObject({
+        account_name: { type: 'string' },
+        provisioned_count: { type: 'string' },
+        subscriptions_count_all: { type: 'string' },
+        subscriptions_count_direct_messages: { type: 'string' }
+      }))
+    }
+  }, async (request) => {
     const { app: client } = appOf(request)
     const count = await core.accountActivity.countForApp(client.id)
     return {
@@ -229,7 +293,11 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     }
   })
 
-  app.delete('/2/account_activity/webhooks/:webhook_id/subscriptions/:user_id/all', { config: { auth: { schemes: ['bearer-app'] }, rateLimit: AAA_LIMIT } }, async (request) => {
+  app.delete('/2/account_activity/webhooks/:webhook_id/subscriptions/:user_id/all', {
+    config: { auth: { schemes: ['bearer-app'] }, rateLimit: AAA_LIMIT },
+    schema: { params: pathParams({ webhook_id: NUMERIC_ID, user_id: NUMERIC_ID }), response: SUBSCRIBED },
+    attachValidation: true
+  }, async (request) => {
     const webhook = await ownedWebhook(core, request)
     const userId = userIdParam((request.params as Record<string, unknown>).user_id)
     if (!(await core.accountActivity.unsubscribe(webhook.id, userId))) {

@@ -142,7 +142,8 @@ function ingressServiceFor(paths: IngressPath[], path: string): string | undefin
   return name === 'gateway' && port.name === 'sandbox' ? 'gateway-sandbox' : name
 }
 
-const PLUMBING = new Set(['/healthz', '/readyz', '/metrics', '/admin/bus/lag'])
+/** Served by every service for itself (the proxy sends /openapi.json to the gateway). */
+const PLUMBING = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json', '/admin/bus/lag'])
 
 /** `/a/:x/b` and `/a/{x}/b` both become `/a/:/b`, so parameter names do not matter. */
 const shape = (url: string): string => url.replace(/:[A-Za-z_]+|\{[A-Za-z_]+\}/g, ':')

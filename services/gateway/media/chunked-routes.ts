@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthRequirement } from '../../common/auth/authenticate'
 import type { ServiceContext } from '../../common/context'
 import { Problems } from '../../common/errors'
+import { NUMERIC_ID, openObject, pathParams, v2Ok } from '../../common/openapi'
 import { appendSegment, finalizeUpload, initUpload, ownUpload, parseSegmentIndex, removeExpiredUploads, settleUploads, type UploadSession } from './chunked'
 import { getMedia } from './records'
 import { readSegmentInput, SEGMENT_BODY_LIMIT, type SegmentInput } from './segment-input'
@@ -46,6 +47,15 @@ function processingInfo(s: UploadSession): Record<string, unknown> | undefined {
   if (s.state === 'failed' && s.error) info.error = s.error
   return info
 }
+
+/** What v2View answers, for the route schemas: numbers as `number` (serialized as they are). */
+export const UPLOAD_RESPONSE = v2Ok('The upload and its processing state.', openObject({
+  id: NUMERIC_ID,
+  media_key: { type: 'string' },
+  expires_after_secs: { type: 'number' },
+  size: { type: 'number' },
+  processing_info: openObject()
+}))
 
 function v2View(s: UploadSession): Record<string, unknown> {
   const data: Record<string, unknown> = { id: s.media_id, media_key: s.media_key, expires_after_secs: expiresAfterSecs(s) }
@@ -109,22 +119,32 @@ async function append(ctx: ServiceContext, request: FastifyRequest, input: Segme
 
 export function registerChunkedRoutes(scope: FastifyInstance, ctx: ServiceContext): void {
   const post = { config: { auth: MEDIA_AUTH }, bodyLimit: SEGMENT_BODY_LIMIT }
-  const get = { config: { auth: MEDIA_AUTH } }
+  // The schemas document the routes (GET /openapi.json); the handlers check their input themselves (attachValidation).
+  const idParams = { params: pathParams({ id: NUMERIC_ID }) }
+  const get = {
+    config: { auth: MEDIA_AUTH },
+    schema: {
+      querystring: { type: 'object', required: ['media_id'], properties: { media_id: NUMERIC_ID, command: { type: 'string', enum: ['STATUS'] } } },
+      response: UPLOAD_RESPONSE
+    },
+    attachValidation: true
+  }
 
-  scope.post('/2/media/upload/initialize', post, (request, reply) =>
+  scope.post('/2/media/upload/initialize', { ...post, schema: { response: UPLOAD_RESPONSE } }, (request, reply) =>
     handle('v2', request, reply, async (input) => {
       noSegment(input, 'initialize')
       const s = await initUpload(ctx, userOf(request), input.fields)
       return sendV2(reply, v2View(s))
     }, ctx))
 
-  scope.post<{ Params: { id: string } }>('/2/media/upload/:id/append', post, (request, reply) =>
+  const appended = v2Ok('The segment is stored.', openObject({ expires_at: { type: 'number', description: 'When the upload expires (Unix seconds).' } }))
+  scope.post<{ Params: { id: string } }>('/2/media/upload/:id/append', { ...post, schema: { ...idParams, response: appended }, attachValidation: true }, (request, reply) =>
     handle('v2', request, reply, async (input) => {
       const s = await append(ctx, request, input, request.params.id, 'id')
       return sendV2(reply, { data: { expires_at: Math.floor(s.expires_at / 1000) } })
     }, ctx))
 
-  scope.post<{ Params: { id: string } }>('/2/media/upload/:id/finalize', post, (request, reply) =>
+  scope.post<{ Params: { id: string } }>('/2/media/upload/:id/finalize', { ...post, schema: { ...idParams, response: UPLOAD_RESPONSE }, attachValidation: true }, (request, reply) =>
     handle('v2', request, reply, async (input) => {
       noSegment(input, 'finalize')
       const s = await finalizeUpload(ctx, await ownUpload(ctx, userOf(request), request.params.id, 'id'))

@@ -12,6 +12,7 @@ import { newNumericId, newSecret, newUuid } from '../../common/ids'
 import { EXTENSION_OF, inspectFile, MediaFormatError, type Inspection } from './inspect'
 import { registerChunkedRoutes } from './chunked-routes'
 import { removeExpiredUploads } from './chunked'
+import { NUMERIC_ID, openObject, v2Ok } from '../../common/openapi'
 import { extractPoster } from './poster'
 import { mediaDir, newRecord, saveMedia, type MediaRecord } from './records'
 import { checkMedia, defaultCategory, MEDIA_CATEGORIES, parseCategory, type MediaCategory } from './rules'
@@ -260,7 +261,8 @@ export async function registerMediaRoutes(app: FastifyInstance, ctx: ServiceCont
   // Multipart parsing is scoped to these routes: nothing else on the server accepts it.
   await app.register(async (scope) => {
     await scope.register(multipart, { limits: { fileSize: ctx.config.mediaMaxBytes } })
-    scope.post('/2/media/upload', { config: { auth: MEDIA_AUTH }, bodyLimit: BASE64_MAX_CHARS + 64 * 1024 }, async (request, reply) => {
+    const uploaded = v2Ok('The media, stored.', openObject({ id: NUMERIC_ID, media_key: { type: 'string' }, size: { type: 'number' } }))
+    scope.post('/2/media/upload', { config: { auth: MEDIA_AUTH }, bodyLimit: BASE64_MAX_CHARS + 64 * 1024, schema: { response: uploaded } }, async (request, reply) => {
       let record: MediaRecord
       try {
         record = await upload(ctx, request)
