@@ -6,7 +6,7 @@ APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg nginx supervisor
 CLI := $(NODE) dist/services/cli.js
 
 .PHONY: nginx-conf types types-check readme help deps deps-npm deps-system build run test test-only lint walls typecheck bench bench-distributed up down status topics lag \
-        app user account webhooks replay publish deliveries resend clean config-doc console console-link
+        app app-caps user account webhooks replay publish deliveries resend clean config-doc console console-link
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -80,6 +80,9 @@ lag: build ## consumer lag per group and partition (make up, make run, or KAFKA_
 
 app: build ## create an application: make app NAME=... CALLBACK=... [ACCESS=read-write]
 	@$(CLI) app create --name "$(NAME)" $(if $(CALLBACK),--callback "$(CALLBACK)") $(if $(ACCESS),--access "$(ACCESS)") $(if $(JSON),--json)
+
+app-caps: build ## usage caps of an app (posts per UTC day / billing cycle; 0 none, default the config's): make app-caps APP=<id> [DAILY=N] [MONTHLY=N]
+	@$(if $(APP),,$(error APP=<app id> is required))$(CLI) app $(if $(DAILY)$(MONTHLY),caps,usage) --id "$(APP)" $(if $(DAILY),--daily "$(DAILY)") $(if $(MONTHLY),--monthly "$(MONTHLY)") $(if $(JSON),--json)
 
 # The password reaches the CLI through the environment, not its command line (visible to every local user).
 user: export GATEWAY_USER_PASSWORD = $(PASSWORD)

@@ -9,7 +9,11 @@ import { operatorClient, OperatorApiError } from './client'
  *   app show --id ID [--json]
  *   app update --id ID [--name NAME] [--callback URL]... [--access LEVEL] [--sign-in-with true|false] [--json]
  *   app rotate-secret --id ID [--json]
+ *   app usage --id ID [--json]
+ *   app caps --id ID [--daily N|default] [--monthly N|default] [--json]
  *
+ * Caps count posts consumed (webhook deliveries and stream events): 0 means
+ * no cap for this app, `default` returns to USAGE_CAP_DAILY / USAGE_CAP_MONTHLY.
  * `--callback` may be repeated or given a comma list.
  */
 
@@ -43,6 +47,8 @@ const USAGE = `usage:
   app show --id ID [--json]
   app update --id ID [--name NAME] [--callback URL]... [--access LEVEL] [--sign-in-with true|false] [--json]
   app rotate-secret --id ID [--json]
+  app usage --id ID [--json]
+  app caps --id ID [--daily N|default] [--monthly N|default] [--json]
 `
 
 export class UsageError extends Error {}
@@ -89,6 +95,37 @@ function table(apps: AppView[]): string {
   const rows = [['ID', 'NAME', 'CONSUMER KEY', 'ACCESS', 'CALLBACKS'], ...apps.map((a) => [a.id, a.name, a.consumer_key, a.access_level, String(a.callback_urls.length)])]
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] as string).length)))
   return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n') + '\n'
+}
+
+export interface AppUsageView {
+  app_id: string
+  caps: { daily: number; monthly: number }
+  own: { daily?: number; monthly?: number }
+  today: number
+  cycle: number
+  cycle_start: string
+  capped?: { period: string; scope: string }
+}
+
+function describeUsage(u: AppUsageView): string {
+  const cap = (n: number, own: number | undefined): string => `${n === 0 ? 'none' : String(n)}${own === undefined ? ' (default)' : ''}`
+  return [
+    `  app:             ${u.app_id}`,
+    `  daily cap:       ${cap(u.caps.daily, u.own.daily)}`,
+    `  monthly cap:     ${cap(u.caps.monthly, u.own.monthly)}`,
+    `  today (UTC):     ${u.today}`,
+    `  this cycle:      ${u.cycle} (since ${u.cycle_start})`,
+    `  capped:          ${u.capped ? `yes, ${u.capped.period} ${u.capped.scope.toLowerCase()} cap` : 'no'}`
+  ].join('\n') + '\n'
+}
+
+/** A cap flag: a whole number (0: none), `default` (null: the configured default), or absent. */
+function capFlag(args: ParsedArgs, name: string): number | null | undefined {
+  const v = flag(args, name)
+  if (v === undefined) return undefined
+  if (v === 'default') return null
+  if (!/^\d{1,15}$/.test(v)) throw new UsageError(`--${name} must be a whole number (0: no cap) or "default"`)
+  return Number(v)
 }
 
 function parseBool(value: string, name: string): boolean {
@@ -145,6 +182,24 @@ async function command(argv: string[], io: CliIO): Promise<number> {
       const id = required(args, 'id')
       const { data } = await client.call<{ data: AppView }>('POST', `/admin/apps/${encodeURIComponent(id)}/rotate-secret`)
       print(data, `new consumer secret for "${data.name}" (the old one and the app's bearer token no longer work)\n${describe(data)}`)
+      return 0
+    }
+    case 'usage': {
+      const id = required(args, 'id')
+      const { data } = await client.call<{ data: AppUsageView }>('GET', `/admin/apps/${encodeURIComponent(id)}/usage`)
+      print(data, describeUsage(data))
+      return 0
+    }
+    case 'caps': {
+      const id = required(args, 'id')
+      const body: Record<string, unknown> = {}
+      for (const name of ['daily', 'monthly'] as const) {
+        const v = capFlag(args, name)
+        if (v !== undefined) body[name] = v
+      }
+      if (Object.keys(body).length === 0) throw new UsageError('nothing to change: give --daily and/or --monthly')
+      const { data } = await client.call<{ data: AppUsageView }>('PUT', `/admin/apps/${encodeURIComponent(id)}/usage-caps`, body)
+      print(data, `usage caps of application ${data.app_id} set\n${describeUsage(data)}`)
       return 0
     }
     default:

@@ -238,6 +238,12 @@ export const SETTINGS = {
   streamBackfillMaxBytesPerApp: setting('STREAM_BACKFILL_MAX_BYTES_PER_APP', '33554432', 'Backfill bytes each stream node keeps for one application.', asInt(1024, Number.MAX_SAFE_INTEGER)),
   streamRegistryTtlMs: setting('STREAM_REGISTRY_TTL', '15s', 'Lifetime of a stream connection\'s entry in the shared registry; nodes renew it every third of it, so a dead node\'s connections stop counting against the limit after this.', asDuration(SECOND, TIMER_MAX_MS)),
 
+  // --- usage caps ---
+  usageCapDaily: setting('USAGE_CAP_DAILY', '0', 'Posts an application may consume per UTC day (webhook deliveries and stream events) unless the operator set its own cap (`make app-caps`); 0: no cap.', asInt(0, Number.MAX_SAFE_INTEGER)),
+  usageCapMonthly: setting('USAGE_CAP_MONTHLY', '0', 'Posts an application may consume per billing cycle unless the operator set its own cap; 0: no cap.', asInt(0, Number.MAX_SAFE_INTEGER)),
+  usageProjectCap: setting('USAGE_PROJECT_CAP', '0', 'Posts every application together may consume per billing cycle (the usage report\'s `project_cap`); 0: no cap.', asInt(0, Number.MAX_SAFE_INTEGER)),
+  usageCapResetDay: setting('USAGE_CAP_RESET_DAY', '1', 'Day of the month (UTC) a billing cycle starts (the usage report\'s `cap_reset_day`).', asInt(1, 28)),
+
   // --- ads: catalog and audiences ---
   catalogImageCheck: setting('ADS_CATALOG_IMAGE_CHECK', 'fetch', 'How product images are checked: `fetch` downloads each new image URL and checks type, 500x500 px minimum and 5 MB maximum; `url` checks the URL only.', asEnum(['fetch', 'url'] as const)),
   catalogImageAllowPrivate: setting('ADS_CATALOG_IMAGE_ALLOW_PRIVATE', 'false', 'Development only: let the image check fetch loopback and private addresses.', asBool),

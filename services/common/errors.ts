@@ -108,7 +108,8 @@ export const PROBLEM_TITLES: Record<ProblemSuffix, string> = {
   'rule-cap': 'Rule Cap',
   'streaming-connection': 'ConnectionException',
   'unsupported-authentication': 'Unsupported Authentication',
-  'usage-capped': 'Usage Capped'
+  // The platform's own title ("Usage cap exceeded: Monthly product cap" is its detail).
+  'usage-capped': 'UsageCapExceeded'
 }
 
 export interface InvalidRequestItem {

@@ -4,6 +4,7 @@ import type { ServiceContext } from '../common/context'
 import { Problems } from '../common/errors'
 import { operatorGuard, resolveOperatorToken } from '../common/operator'
 import { ACCESS_LEVELS } from '../common/auth/records'
+import { registerUsageAdminRoutes } from './usage'
 import { changeApp, createApp, createUser, getApp, IdentityConflictError, IdentityError, listApps, listUsers, rotateSecret } from './identity'
 
 /**
@@ -132,6 +133,9 @@ export async function registerAdminRoutes(app: FastifyInstance, ctx: ServiceCont
         }
       }
     )
+
+    // Usage caps and usage of an app (usage.ts).
+    registerUsageAdminRoutes(admin, ctx)
 
     admin.get('/admin/users', async () => {
       const users = await listUsers(store)

@@ -8,6 +8,7 @@ import { registerOAuth2UserRoutes } from './oauth2/routes'
 import { registerMediaRoutes } from './media/routes'
 import { startAudienceWorkers } from './ads/audiences/worker'
 import { startOutboxRelay } from './outbox'
+import { registerUsageRoutes } from './usage'
 
 /**
  * The gateway: OAuth provider, operator API for apps and users, and the
@@ -27,6 +28,7 @@ export const gatewayService: ServiceDefinition = {
     await registerAdsRoutes(app, ctx)
     await registerMediaRoutes(app, ctx)
     await registerConsoleRoutes(app, ctx)
+    await registerUsageRoutes(app, ctx)
   },
   sandboxRoutes: async (app, ctx) => {
     await registerSandboxRoutes(app, ctx)

@@ -6,6 +6,7 @@ import type { ServiceContext } from '../common/context'
 import { problemBody, Problems, type DisconnectType } from '../common/errors'
 import { newUuid } from '../common/ids'
 import type { Worker } from '../common/service'
+import { type CapHit, type UsageAllowance, usageCappedProblem, usageMeter, type UsageMeter } from '../common/usage'
 import { RecentBuffer } from './backfill'
 import type { StreamConnection } from './connections'
 import { ConnectionRegistry, type Lease } from './registry'
@@ -35,6 +36,12 @@ import { streamNodeSettings, type StreamNodeSettings } from './settings'
  * the event loop to drain) or at once above four times it gets the SlowReader
  * line and is closed, so one stalled reader costs a bounded amount of memory
  * and never delays the others.
+ *
+ * Usage (services/common/usage.ts): each event written to at least one of an
+ * app's streams on this node is one post consumed, counted per batch in one
+ * store write. An app over its usage cap is refused a new connection (429
+ * usage-capped) and its open streams get the usage-capped Problem line and
+ * are closed; the events it could not take stay in the backfill buffer.
  */
 
 /** How long a closed connection may take to flush its last line before its socket is destroyed. */
@@ -77,6 +84,7 @@ export class StreamHub {
   private readonly overThreshold = new Set<StreamConnection>()
   private readonly buffer: RecentBuffer
   private readonly metrics: StreamMetrics
+  private readonly usage: UsageMeter
   private timers: NodeJS.Timeout[] = []
   private consumer: Consumer | undefined
   private closingState = false
@@ -96,6 +104,7 @@ export class StreamHub {
       maxBytes: settings.backfillMaxBytes
     })
     this.metrics = this.createMetrics()
+    this.usage = usageMeter(ctx)
   }
 
   /** The node's consumer group on activity.deliveries. */
@@ -169,6 +178,11 @@ export class StreamHub {
       this.metrics.refused.inc({ reason: 'shutting-down' })
       throw Problems.generic(503, 'This stream node is shutting down; reconnect.')
     }
+    const hit = await this.usage.capped(appId)
+    if (hit) {
+      this.metrics.refused.inc({ reason: 'usage-capped' })
+      throw usageCappedProblem(hit)
+    }
     const connectionId = newUuid()
     const lease = await this.registry.acquire(appId, connectionId)
     if (!lease) {
@@ -229,9 +243,16 @@ export class StreamHub {
    * its app's open streams on this node, every connection getting the
    * batch's lines in one write. One published while the node was down goes
    * only to streams whose backfill reaches back to it.
+   *
+   * With an `allowance`, an app's events go out while it has room under its
+   * usage caps; at the first that does not fit, its streams are closed with
+   * the usage-capped Problem. Returns the events written per app (the posts
+   * each consumed on this node).
    */
-  dispatchBatch(items: Array<{ delivery: Pick<Delivery, 'app_id' | 'envelope'>; publishedAt: number }>): void {
+  dispatchBatch(items: Array<{ delivery: Pick<Delivery, 'app_id' | 'envelope'>; publishedAt: number }>, allowance?: UsageAllowance): Map<string, number> {
     const pending = new Map<StreamConnection, string[]>()
+    const consumed = new Map<string, number>()
+    const capped = new Map<string, CapHit | undefined>()
     const liveSince = this.consumingSince
     const oldest = Date.now() - this.ctx.config.streamBackfillMs
     for (const { delivery, publishedAt } of items) {
@@ -245,15 +266,35 @@ export class StreamHub {
       const line = JSON.stringify(delivery.envelope)
       this.buffer.push(delivery.app_id, line, publishedAt)
       const set = this.byApp.get(delivery.app_id)
-      if (!set) continue
-      for (const conn of set) {
-        if (missed && publishedAt < (this.wantsFrom.get(conn) ?? Number.POSITIVE_INFINITY)) continue
+      if (!set || capped.has(delivery.app_id)) continue
+      const to = [...set].filter((conn) => !(missed && publishedAt < (this.wantsFrom.get(conn) ?? Number.POSITIVE_INFINITY)))
+      if (to.length === 0) continue
+      if (allowance && !allowance.take(delivery.app_id)) {
+        capped.set(delivery.app_id, allowance.blocked(delivery.app_id))
+        continue
+      }
+      consumed.set(delivery.app_id, (consumed.get(delivery.app_id) ?? 0) + 1)
+      for (const conn of to) {
         const lines = pending.get(conn)
         if (lines) lines.push(line)
         else pending.set(conn, [line])
       }
     }
     for (const [conn, lines] of pending) if (this.leases.has(conn)) this.deliver(conn, lines)
+    for (const [appId, hit] of capped) {
+      if (!hit) continue
+      for (const conn of [...(this.byApp.get(appId) ?? [])]) this.capDisconnect(conn, hit)
+    }
+    return consumed
+  }
+
+  /** The app reached a usage cap: its stream gets the usage-capped Problem line and is closed. */
+  private capDisconnect(conn: StreamConnection, hit: CapHit): void {
+    if (!this.leases.has(conn)) return
+    this.metrics.disconnects.inc({ reason: 'UsageCapped' })
+    void this.detach(conn)
+    const line = JSON.stringify({ errors: [usageCappedProblem(hit).body(this.ctx.config.problemBase)] })
+    conn.closeWith(line, CLOSE_GRACE_MS, WS_POLICY_VIOLATION)
   }
 
   /** Writes events in one write; false when the connection was closed as a slow reader. */
@@ -360,8 +401,13 @@ export class StreamHub {
           }
           items.push({ delivery: delivery as Delivery, publishedAt: Number.isFinite(message.timestamp) ? message.timestamp : Date.now() })
         }
+        // Usage caps of the apps with streams here (the meter reads the store at most once a second per app);
+        // with the store unreachable the events still flow, counted once it is back.
+        const apps = [...new Set(items.map((i) => i.delivery.app_id).filter((id) => this.byApp.has(id)))]
+        const allowance = apps.length > 0 ? await this.usage.allowance(apps).catch((err: unknown) => void log.warn({ err }, 'usage caps unreadable: streaming uncapped')) : undefined
         // The stream only forwards: whatever happens to one client, the batch is done for this node.
-        this.dispatchBatch(items)
+        const consumed = this.dispatchBatch(items, allowance ?? undefined)
+        if (consumed.size > 0) await this.usage.flush(consumed).catch((err: unknown) => log.warn({ err }, 'usage counts not written: kept for the next batch'))
       }
     })
     return { name: 'stream-deliveries', close: () => this.stop() }

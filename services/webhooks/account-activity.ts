@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { Store } from '../common/store/types'
 import { withLock } from './app-lock'
-import type { DeliveryEngine } from './delivery'
+import type { UsageGate } from './usage-gate'
 import { WebhookKeys } from './keys'
 import { type ActivityEventMessage, eventTime } from './messages'
 import type { Webhook, WebhookRegistry } from './registry'
@@ -75,7 +75,8 @@ export class AccountActivity {
   constructor(
     private readonly store: Store,
     private readonly registry: WebhookRegistry,
-    private readonly engine: DeliveryEngine,
+    /** The usage gate in front of the delivery engine (usage-gate.ts): counted, or held over a cap. */
+    private readonly intake: Pick<UsageGate, 'take'>,
     private readonly limitPerApp: number,
     private readonly log: Logger
   ) {}
@@ -136,7 +137,7 @@ export class AccountActivity {
         await this.store.srem(WebhookKeys.userWebhooks(event.user_id), webhookId)
         continue
       }
-      const result = await this.engine.accept({
+      const [result] = await this.intake.take([{
         delivery_id: accountActivityDeliveryId(event.event_uuid, webhookId),
         webhook_id: webhookId,
         app_id: webhook.app_id,
@@ -145,8 +146,8 @@ export class AccountActivity {
         for_user_id: event.user_id,
         body: accountActivityBody(event, event.user_id),
         event_time: eventTime(event.created_at, Date.now())
-      })
-      if (result === 'accepted') routed++
+      }])
+      if (result === 'accepted' || result === 'held') routed++
     }
     if (routed > 0) this.log.debug({ event_uuid: event.event_uuid, user_id: event.user_id, routed }, 'account activity event routed')
     return routed

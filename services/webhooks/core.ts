@@ -10,6 +10,8 @@ import { createMetrics, type WebhookMetrics } from './metrics'
 import { WebhookRegistry } from './registry'
 import { ReplayRunner } from './replay'
 import type { UrlPolicy } from './url-safety'
+import { UsageGate } from './usage-gate'
+import { usageMeter } from '../common/usage'
 
 /**
  * The parts of the webhooks service, built once per service context and
@@ -28,6 +30,8 @@ export interface WebhooksCore {
   engine: DeliveryEngine
   accountActivity: AccountActivity
   replay: ReplayRunner
+  /** Usage caps in front of the engine: counted, or held over a cap (usage-gate.ts). */
+  usage: UsageGate
   close(): Promise<void>
 }
 
@@ -58,8 +62,9 @@ export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>
     intervalMs: config.webhookCrcIntervalMs,
     onRevalidated: (webhookId) => engine.pullForward(webhookId)
   })
-  const accountActivity = new AccountActivity(store, registry, engine, config.webhookSubscriptionLimit, log)
-  const replay = new ReplayRunner({ store, registry, log: deliveryLog, engine, metrics, logger: log, concurrency: Math.min(4, config.webhookConcurrency) })
+  const usage = new UsageGate(store, usageMeter(ctx), engine, metrics, log)
+  const accountActivity = new AccountActivity(store, registry, usage, config.webhookSubscriptionLimit, log)
+  const replay = new ReplayRunner({ store, registry, log: deliveryLog, engine, metrics, logger: log, concurrency: Math.min(4, config.webhookConcurrency), usage: usageMeter(ctx) })
   let closing: Promise<void> | undefined
   const core: WebhooksCore = {
     ctx,
@@ -74,6 +79,7 @@ export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>
     engine,
     accountActivity,
     replay,
+    usage,
     close() {
       closing ??= (async () => {
         await replay.close()

@@ -19,6 +19,8 @@ export type DeliveryOutcome =
   | 'dropped' // an unusable message, or a delivery naming another app's webhook
   | 'replayed' // a replay job re-delivered it
   | 'replay_failed'
+  | 'usage_held' // over its app's (or the project's) usage cap: held until there is room (usage-gate.ts)
+  | 'usage_released' // a held delivery went through once there was room
 
 export interface WebhookMetrics {
   deliveries: client.Counter<'outcome'>

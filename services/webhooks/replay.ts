@@ -7,6 +7,7 @@ import type { DeliveryLog, DeliveryRecord } from './delivery-log'
 import { WebhookKeys } from './keys'
 import type { WebhookMetrics } from './metrics'
 import type { Webhook, WebhookRegistry } from './registry'
+import type { UsageMeter } from '../common/usage'
 
 /**
  * Replay jobs (POST /2/webhooks/replay, platform-facts §2): re-deliver every
@@ -85,6 +86,8 @@ export interface ReplayDeps {
   metrics: WebhookMetrics
   logger: Logger
   concurrency: number
+  /** Usage caps: an app over one cannot start a replay (it re-sends posts). */
+  usage?: Pick<UsageMeter, 'assertNotCapped'>
 }
 
 export class ReplayRunner {
@@ -94,6 +97,8 @@ export class ReplayRunner {
 
   /** Starts a job for the webhook; throws ReplayConflictError while another one runs. */
   async create(webhook: Webhook, fromMs: number, toMs: number): Promise<ReplayJob> {
+    // 429 usage-capped (services/common/usage.ts) before a job exists.
+    await this.deps.usage?.assertNotCapped(webhook.app_id)
     const job: ReplayJob = {
       job_id: newNumericId(),
       webhook_id: webhook.id,

@@ -48,7 +48,8 @@ export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
         event_time: eventTime(v.created_at, message.timestamp)
       })
     }
-    if (accepted.length > 0) await engine.acceptMany(accepted)
+    // Through the usage gate: counted as posts consumed, or held while the app is over a cap.
+    if (accepted.length > 0) await core.usage.take(accepted)
   }
 
   const onEvent = async (message: BusMessage): Promise<void> => {
@@ -73,6 +74,7 @@ export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
   }
 
   const retries = engine.startScheduler()
+  const released = core.usage.startReleaser()
   const crc = core.checker.startSchedule()
   const housekeeping = new PollingWorker('webhooks-housekeeping', HOUSEKEEPING_MS, async () => {
     for (const w of await core.registry.listAll()) await core.deliveryLog.trim(w.id)
@@ -84,7 +86,7 @@ export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
     name: 'webhooks',
     async close() {
       await Promise.allSettled(consumers.map((c) => c.close()))
-      await Promise.allSettled([crc.close(), housekeeping.close()])
+      await Promise.allSettled([crc.close(), housekeeping.close(), released.close()])
       await retries.close()
       await core.close()
     }

@@ -97,6 +97,11 @@ t.test('twitter-api-v2: app-only, OAuth 1.0a three-legged, OAuth 2.0 PKCE with r
   const deleted = await app.v2.delete<{ data: { deleted: boolean } }>(`activity/subscriptions/${sub.data.subscription.subscription_id}`)
   t.same(deleted.data, { deleted: true })
 
+  // ------------------------------------------------------------ usage (the library's own call: GET /2/usage/tweets)
+  const usage = await app.v2.usage({ days: 3, 'usage.fields': ['daily_project_usage', 'project_id', 'project_usage'] })
+  t.match(usage.data, { project_id: /^[0-9]{1,19}$/, daily_project_usage: { usage: Array } }, 'v2.usage(): the project\'s usage')
+  t.ok('project_usage' in usage.data, 'the library reads project_usage')
+
   // ------------------------------------------------------------ error objects
   const unsupported = await user.v2.get('webhooks').catch((err: unknown) => err)
   t.type(unsupported, ApiResponseError)

@@ -514,6 +514,48 @@ export interface Filter {
   direction?: string
 }
 /**
+ * Query and response of the usage report, after the public OpenAPI (Get2UsageTweetsResponse, Usage, ClientAppUsage, UsageFields). Counts are integers as that document types them. `usage.fields` is a comma-separated list checked by the route, so its error names the accepted values.
+ *
+ * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
+ * via the `definition` "HttpUsageTweets".
+ */
+export interface HttpUsageTweets {}
+/**
+ * This interface was referenced by `HttpUsageTweets`'s JSON-Schema
+ * via the `definition` "UsageDay".
+ */
+export interface UsageDay {
+  date: string
+  usage: number
+}
+/**
+ * This interface was referenced by `HttpUsageTweets`'s JSON-Schema
+ * via the `definition` "ClientAppUsage".
+ */
+export interface ClientAppUsage {
+  client_app_id: string
+  /**
+   * @minItems 1
+   */
+  usage: [UsageDay, ...UsageDay[]]
+  usage_result_count: number
+}
+/**
+ * This interface was referenced by `HttpUsageTweets`'s JSON-Schema
+ * via the `definition` "Usage".
+ */
+export interface Usage {
+  cap_reset_day?: number
+  daily_client_app_usage?: ClientAppUsage[]
+  daily_project_usage?: {
+    project_id: string
+    usage: UsageDay[]
+  }
+  project_cap?: number
+  project_id?: string
+  project_usage?: number
+}
+/**
  * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
  * via the `definition` "HttpWebhooksAdminReplayRequest".
  */

@@ -1,0 +1,420 @@
+import type { Config } from './config'
+import type { ServiceContext } from './context'
+import { Problems, type ProblemError } from './errors'
+import { newNumericId } from './ids'
+import type { Store, StoreOp } from './store/types'
+import { AuthKeys } from './auth/records'
+
+/**
+ * Usage of posts (issue 16, "Usage caps"): every activity event handed to an
+ * application — a webhook delivery accepted for one of its webhooks, an event
+ * written to one of its streams — is one post consumed, counted per app per
+ * UTC day and per billing cycle, and for the whole project (every app of the
+ * deployment: apps have no owner in the `auth:` keyspace, so the deployment
+ * is the platform's "project").
+ *
+ * The shared `usage:` keyspace (written by the webhooks and stream services on
+ * their event paths, caps written by the gateway's operator API, read by every
+ * service that refuses capped work):
+ *
+ *   usage:app-day:{app_id}:{yyyymmdd}        posts consumed by the app that UTC day
+ *   usage:app-cycle:{app_id}:{yyyymmdd}      ... in the billing cycle starting that day
+ *   usage:project-day:{yyyymmdd}             every app, that UTC day
+ *   usage:project-cycle:{yyyymmdd}           every app, the billing cycle starting that day
+ *   usage:caps:{app_id}                      AppCaps (JSON) set by the operator
+ *   usage:project-id                         the project's id (minted once)
+ *
+ * Counters live USAGE_KEEP_MS (past the 90 days the usage report reaches).
+ * Increments are StoreOps that the event paths add to the store batch they
+ * already write per batch of messages: counting never costs a round trip per
+ * message.
+ *
+ * Caps: an app's daily and monthly caps (operator-set, else USAGE_CAP_DAILY /
+ * USAGE_CAP_MONTHLY; 0 = none) answer `usage-capped` with `scope` `Account`;
+ * the project's monthly cap (USAGE_PROJECT_CAP) with `scope` `Product`, as the
+ * platform answers a project over its monthly post cap ("Usage cap exceeded:
+ * Monthly product cap"). The billing cycle starts on USAGE_CAP_RESET_DAY of
+ * each month (UTC), the report's `cap_reset_day`.
+ */
+
+export type UsagePeriod = 'Daily' | 'Monthly'
+export type UsageScope = 'Account' | 'Product'
+
+/** An app's own caps; absent: the configured default; 0: no cap. */
+export interface AppCaps {
+  daily?: number
+  monthly?: number
+  updated_at?: string
+}
+
+export interface CapHit {
+  period: UsagePeriod
+  scope: UsageScope
+  cap: number
+  /** When the period that is capped ends (ms). */
+  resetsAt: number
+}
+
+const DAY_MS = 86_400_000
+/** How long counters are kept: past the 90 days of the report and a whole cycle. */
+export const USAGE_KEEP_MS = 100 * DAY_MS
+/** How long a read of counters and caps serves the event paths before it is read again. */
+export const USAGE_CACHE_MS = 1000
+export const USAGE_DAYS_MAX = 90
+
+export const UsageKeys = {
+  appDay: (appId: string, day: string) => `usage:app-day:${appId}:${day}`,
+  appCycle: (appId: string, cycle: string) => `usage:app-cycle:${appId}:${cycle}`,
+  projectDay: (day: string) => `usage:project-day:${day}`,
+  projectCycle: (cycle: string) => `usage:project-cycle:${cycle}`,
+  caps: (appId: string) => `usage:caps:${appId}`,
+  projectId: () => 'usage:project-id'
+}
+
+/** `yyyymmdd` of a UTC day. */
+export function dayKey(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10).replace(/-/g, '')
+}
+
+/** Midnight UTC of the day of `ms`. */
+export function dayStart(ms: number): number {
+  return Math.floor(ms / DAY_MS) * DAY_MS
+}
+
+/** The start (UTC midnight, ms) of the billing cycle holding `ms`: the last `resetDay` of a month at or before it. */
+export function cycleStart(ms: number, resetDay: number): number {
+  const d = new Date(ms)
+  const y = d.getUTCFullYear()
+  const m = d.getUTCMonth()
+  return d.getUTCDate() >= resetDay ? Date.UTC(y, m, resetDay) : Date.UTC(y, m - 1, resetDay)
+}
+
+/** The start of the next billing cycle after the one holding `ms`. */
+export function nextCycleStart(ms: number, resetDay: number): number {
+  const start = new Date(cycleStart(ms, resetDay))
+  return Date.UTC(start.getUTCFullYear(), start.getUTCMonth() + 1, resetDay)
+}
+
+/** The usage-capped Problem (429), worded as the platform words it. */
+export function usageCappedProblem(hit: Pick<CapHit, 'period' | 'scope'>): ProblemError {
+  return Problems.usageCapped(`Usage cap exceeded: ${hit.period} ${hit.scope === 'Product' ? 'product' : 'account'} cap`, hit.period, hit.scope)
+}
+
+interface AppState {
+  day: string
+  cycle: string
+  dayCount: number
+  cycleCount: number
+  caps: AppCaps | undefined
+  readAt: number
+}
+
+interface ProjectState {
+  cycle: string
+  count: number
+  readAt: number
+}
+
+/** What one batch may still consume: each app's room and the project's, taken one post at a time. */
+export class UsageAllowance {
+  private readonly projectLeft: { n: number }
+  constructor(
+    private readonly rooms: Map<string, { left: number; limit?: CapHit }>,
+    project: { left: number; limit?: CapHit }
+  ) {
+    this.projectLeft = { n: project.left }
+    this.projectLimit = project.limit
+  }
+
+  private readonly projectLimit: CapHit | undefined
+
+  /** Takes one post for `appId`: false (nothing taken) when a cap stands in the way. */
+  take(appId: string): boolean {
+    const room = this.rooms.get(appId)
+    if (this.projectLeft.n <= 0) return false
+    if (room && room.left <= 0) return false
+    if (room) room.left--
+    this.projectLeft.n--
+    return true
+  }
+
+  /** The cap that stops `appId` now, if one does. */
+  blocked(appId: string): CapHit | undefined {
+    const room = this.rooms.get(appId)
+    if (this.projectLeft.n <= 0) return this.projectLimit
+    if (room && room.left <= 0) return room.limit
+    return undefined
+  }
+}
+
+export interface UsageDay {
+  date: string
+  usage: number
+}
+
+export interface UsageReport {
+  cap_reset_day: number
+  daily_client_app_usage: Array<{ client_app_id: string; usage: UsageDay[]; usage_result_count: number }>
+  daily_project_usage: { project_id: string; usage: UsageDay[] }
+  project_cap?: number
+  project_id: string
+  project_usage: number
+}
+
+export class UsageMeter {
+  private readonly apps = new Map<string, AppState>()
+  private project: ProjectState | undefined
+  /** Counts whose store batch failed on a path that does not retry (the stream): added to the next one. */
+  private owed = new Map<string, number>()
+
+  constructor(
+    private readonly store: Store,
+    private readonly config: Pick<Config, 'usageCapDaily' | 'usageCapMonthly' | 'usageProjectCap' | 'usageCapResetDay'>,
+    private readonly cacheMs = USAGE_CACHE_MS,
+    private readonly clock: () => number = Date.now
+  ) {}
+
+  /** Whether any cap can apply (an operator may set an app's at any time, so only the defaults tell). */
+  private effectiveCaps(caps: AppCaps | undefined): { daily: number; monthly: number } {
+    return {
+      daily: caps?.daily ?? this.config.usageCapDaily,
+      monthly: caps?.monthly ?? this.config.usageCapMonthly
+    }
+  }
+
+  /**
+   * Reads (or reuses, when read less than the cache time ago and still in the
+   * same day and cycle) the counters and caps of `appIds` and the project:
+   * one pipelined round trip when anything must be read.
+   */
+  private async load(appIds: string[], fresh: boolean): Promise<void> {
+    const now = this.clock()
+    const day = dayKey(now)
+    const cycle = dayKey(cycleStart(now, this.config.usageCapResetDay))
+    const stale = (s: { readAt: number } | undefined, sameWindow: boolean): boolean => fresh || !s || !sameWindow || now - s.readAt >= this.cacheMs
+    const need = appIds.filter((id) => {
+      const s = this.apps.get(id)
+      return stale(s, s?.day === day && s.cycle === cycle)
+    })
+    const needProject = stale(this.project, this.project?.cycle === cycle)
+    if (need.length === 0 && !needProject) return
+    const keys = need.flatMap((id) => [UsageKeys.appDay(id, day), UsageKeys.appCycle(id, cycle), UsageKeys.caps(id)])
+    if (needProject) keys.push(UsageKeys.projectCycle(cycle))
+    const values = await this.store.mget(keys)
+    need.forEach((id, i) => {
+      const caps = values[i * 3 + 2]
+      this.apps.set(id, {
+        day,
+        cycle,
+        dayCount: Number(values[i * 3] ?? 0) + (this.owed.get(id) ?? 0),
+        cycleCount: Number(values[i * 3 + 1] ?? 0) + (this.owed.get(id) ?? 0),
+        caps: caps === undefined ? undefined : (JSON.parse(caps) as AppCaps),
+        readAt: now
+      })
+    })
+    if (needProject) {
+      let owed = 0
+      for (const n of this.owed.values()) owed += n
+      this.project = { cycle, count: Number(values[keys.length - 1] ?? 0) + owed, readAt: now }
+    }
+    // Bounded: apps not seen for a while are forgotten.
+    if (this.apps.size > 10_000) for (const [id, s] of this.apps) if (now - s.readAt > 60_000) this.apps.delete(id)
+  }
+
+  /** The room each app (and the project) has left for a batch. `fresh`: read the store whatever the cache holds. */
+  async allowance(appIds: string[], options: { fresh?: boolean } = {}): Promise<UsageAllowance> {
+    const unique = [...new Set(appIds)]
+    await this.load(unique, options.fresh === true)
+    const now = this.clock()
+    const rooms = new Map<string, { left: number; limit?: CapHit }>()
+    const dayEnd = dayStart(now) + DAY_MS
+    const cycleEnd = nextCycleStart(now, this.config.usageCapResetDay)
+    for (const id of unique) {
+      const s = this.apps.get(id)
+      if (!s) continue
+      const caps = this.effectiveCaps(s.caps)
+      let left = Number.POSITIVE_INFINITY
+      let limit: CapHit | undefined
+      if (caps.monthly > 0) {
+        left = caps.monthly - s.cycleCount
+        limit = { period: 'Monthly', scope: 'Account', cap: caps.monthly, resetsAt: cycleEnd }
+      }
+      if (caps.daily > 0 && caps.daily - s.dayCount < left) {
+        left = caps.daily - s.dayCount
+        limit = { period: 'Daily', scope: 'Account', cap: caps.daily, resetsAt: dayEnd }
+      }
+      rooms.set(id, limit ? { left, limit } : { left })
+    }
+    const projectCap = this.config.usageProjectCap
+    const project =
+      projectCap > 0
+        ? { left: projectCap - (this.project?.count ?? 0), limit: { period: 'Monthly' as const, scope: 'Product' as const, cap: projectCap, resetsAt: cycleEnd } }
+        : { left: Number.POSITIVE_INFINITY }
+    return new UsageAllowance(rooms, project)
+  }
+
+  /** The cap `appId` is over now (read fresh), if any. */
+  async capped(appId: string): Promise<CapHit | undefined> {
+    return (await this.allowance([appId], { fresh: true })).blocked(appId)
+  }
+
+  /** Throws the usage-capped Problem when `appId` may consume no more posts now. */
+  async assertNotCapped(appId: string): Promise<void> {
+    const hit = await this.capped(appId)
+    if (hit) throw usageCappedProblem(hit)
+  }
+
+  /** The increments of posts consumed (per app), to add to the caller's store batch. */
+  countOps(counts: Map<string, number>): StoreOp[] {
+    const now = this.clock()
+    const day = dayKey(now)
+    const cycle = dayKey(cycleStart(now, this.config.usageCapResetDay))
+    const ops: StoreOp[] = []
+    let total = 0
+    const add = (key: string, by: number): void => {
+      ops.push({ op: 'incr', key, by }, { op: 'pexpire', key, ttlMs: USAGE_KEEP_MS })
+    }
+    for (const [appId, n] of counts) {
+      if (n <= 0) continue
+      total += n
+      add(UsageKeys.appDay(appId, day), n)
+      add(UsageKeys.appCycle(appId, cycle), n)
+    }
+    if (total > 0) {
+      add(UsageKeys.projectDay(day), total)
+      add(UsageKeys.projectCycle(cycle), total)
+    }
+    return ops
+  }
+
+  /** After the batch holding countOps(counts) committed: this process's view includes them at once. */
+  noteCounted(counts: Map<string, number>): void {
+    let total = 0
+    for (const [appId, n] of counts) {
+      const s = this.apps.get(appId)
+      if (s) {
+        s.dayCount += n
+        s.cycleCount += n
+      }
+      total += n
+    }
+    if (this.project) this.project.count += total
+  }
+
+  /**
+   * Writes `counts` in a batch of their own, for a path with no store batch
+   * of its own (the stream): when the store is out, they are owed and added
+   * to the next call rather than lost.
+   */
+  async flush(counts: Map<string, number>): Promise<void> {
+    const merged = new Map(this.owed)
+    for (const [app, n] of counts) merged.set(app, (merged.get(app) ?? 0) + n)
+    if (merged.size === 0) return
+    this.owed = new Map()
+    try {
+      await this.store.batch(this.countOps(merged))
+      this.noteCounted(counts)
+    } catch (err) {
+      for (const [app, n] of merged) this.owed.set(app, (this.owed.get(app) ?? 0) + n)
+      throw err
+    }
+  }
+
+  // ------------------------------------------------------------ caps
+
+  async getCaps(appId: string): Promise<AppCaps | undefined> {
+    return this.store.getJson<AppCaps>(UsageKeys.caps(appId))
+  }
+
+  /** Sets (a number, 0 = none) or clears (null: back to the default) an app's caps. */
+  async setCaps(appId: string, change: { daily?: number | null; monthly?: number | null }): Promise<AppCaps> {
+    const current = (await this.getCaps(appId)) ?? {}
+    const next: AppCaps = { ...current }
+    for (const k of ['daily', 'monthly'] as const) {
+      const v = change[k]
+      if (v === null) delete next[k]
+      else if (v !== undefined) next[k] = v
+    }
+    next.updated_at = new Date(this.clock()).toISOString()
+    await this.store.setJson(UsageKeys.caps(appId), next)
+    this.apps.delete(appId)
+    return next
+  }
+
+  /** An app's caps in force (own or default) and its current counts, for the operator. */
+  async appUsage(appId: string): Promise<{ caps: { daily: number; monthly: number }; own: AppCaps; today: number; cycle: number; cycle_start: string; capped?: { period: UsagePeriod; scope: UsageScope } }> {
+    await this.load([appId], true)
+    const s = this.apps.get(appId) as AppState
+    const hit = (await this.allowance([appId])).blocked(appId)
+    const own: AppCaps = { ...(s.caps ?? {}) }
+    return {
+      caps: this.effectiveCaps(s.caps),
+      own,
+      today: s.dayCount,
+      cycle: s.cycleCount,
+      cycle_start: new Date(cycleStart(this.clock(), this.config.usageCapResetDay)).toISOString(),
+      ...(hit ? { capped: { period: hit.period, scope: hit.scope } } : {})
+    }
+  }
+
+  // ------------------------------------------------------------ report
+
+  async projectId(): Promise<string> {
+    const existing = await this.store.get(UsageKeys.projectId())
+    if (existing !== undefined) return existing
+    await this.store.setIfAbsent(UsageKeys.projectId(), newNumericId())
+    return (await this.store.get(UsageKeys.projectId())) as string
+  }
+
+  /**
+   * `GET /2/usage/tweets`: the last `days` UTC days (today included) per app
+   * of the project and for the project, the cycle's total and the caps. Days
+   * without usage are left out, as the platform leaves them out.
+   */
+  async report(days: number): Promise<UsageReport> {
+    const now = this.clock()
+    const today = dayStart(now)
+    const dates = Array.from({ length: days }, (_, i) => today - (days - 1 - i) * DAY_MS)
+    const dayKeys = dates.map(dayKey)
+    const cycle = dayKey(cycleStart(now, this.config.usageCapResetDay))
+    // Every app of the project, in creation order (auth:apps is a sorted set by creation time).
+    const [members, projectId] = await Promise.all([this.store.zrange(AuthKeys.apps(), 0, -1), this.projectId()])
+    const appIds = members.map((m) => m.member)
+    const keys = [
+      UsageKeys.projectCycle(cycle),
+      ...dayKeys.map((d) => UsageKeys.projectDay(d)),
+      ...appIds.flatMap((id) => dayKeys.map((d) => UsageKeys.appDay(id, d)))
+    ]
+    const values = (await this.store.mget(keys)).map((v) => Number(v ?? 0))
+    const series = (offset: number): UsageDay[] =>
+      dates.flatMap((ms, i) => {
+        const usage = values[offset + i] ?? 0
+        return usage > 0 ? [{ date: new Date(ms).toISOString(), usage }] : []
+      })
+    const apps = appIds
+      .map((id, a) => ({ client_app_id: id, usage: series(1 + days + a * days) }))
+      .filter((a) => a.usage.length > 0)
+      .map((a) => ({ ...a, usage_result_count: a.usage.length }))
+    const report: UsageReport = {
+      cap_reset_day: this.config.usageCapResetDay,
+      daily_client_app_usage: apps,
+      daily_project_usage: { project_id: projectId, usage: series(1) },
+      project_id: projectId,
+      project_usage: values[0] ?? 0
+    }
+    if (this.config.usageProjectCap > 0) report.project_cap = this.config.usageProjectCap
+    return report
+  }
+}
+
+const meters = new WeakMap<ServiceContext, UsageMeter>()
+
+/** The meter of a service context (one per process in embedded mode, shared by its services). */
+export function usageMeter(ctx: ServiceContext): UsageMeter {
+  let meter = meters.get(ctx)
+  if (!meter) {
+    meter = new UsageMeter(ctx.store, ctx.config)
+    meters.set(ctx, meter)
+  }
+  return meter
+}
