@@ -2,14 +2,16 @@ import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
-import { projectRoot } from '../services/common/bus/topics'
 import { loadConfig } from '../services/common/config'
+import { down } from './down'
 import { instanceEnv, selectedServices, sharedEnv } from './instances'
 import { freePort, launchMockCluster, launchRedis } from './local-infra'
 import { loadRoutes, nginxConfig, servicesOf } from './nginx'
+import { answers, fileSize, isOurs, logDir, logSince, NAME_WIDTH, type ProcessRecord, readState, root, type RunState, runDir, say, shortPath, stateFile, waitFor, writeState } from './run-state'
 import { programStatus, supervisorConfig, supervisorctl, type Program, type SupervisorFiles } from './supervisor'
 
 export { LOCAL_SERVICES, instanceCounts, instanceEnv, printedPorts, selectedServices, serviceEnv, sharedEnv, streamNodeEnv } from './instances'
+export { isOurs, runDir, stateFile, type ProcessRecord, type RunState } from './run-state'
 
 /**
  * `make up` / `make down` / `make status`: the distributed system on this
@@ -21,81 +23,11 @@ export { LOCAL_SERVICES, instanceCounts, instanceEnv, printedPorts, selectedServ
  * deploy/routes.json (scripts/nginx.ts). Each instance gets a fixed loopback
  * port, so a restarted one comes back where nginx expects it. Everything
  * started is recorded in RUN_DIR/state.json (default .run/) the moment it
- * starts, so `down` stops exactly those processes, even after a failed `up`.
+ * starts (run-state.ts), so `down` (down.ts) stops exactly those processes,
+ * even after a failed `up`.
  *
  *   node dist/scripts/up.js up | down | status
  */
-
-export interface ProcessRecord {
-  /** Instance name: `redis`, `kafka`, `supervisord`, `nginx`, `activity-1` ... */
-  name: string
-  kind: 'redis' | 'kafka' | 'supervisor' | 'service' | 'nginx'
-  service?: string
-  /** The pid when started; a supervised process's current pid comes from supervisorctl. */
-  pid: number
-  /** A word of the process's command line, checked before signalling so a recycled pid is never hit. */
-  signature: string
-  /** Run by supervisord (services and nginx). */
-  supervised?: boolean
-  port?: number
-  sandboxPort?: number
-  log: string
-}
-
-export interface RunState {
-  startedAt: string
-  root: string
-  redisUrl?: string
-  kafkaBrokers?: string[]
-  proxy?: { port: number; sandboxPort: number }
-  supervisor?: SupervisorFiles
-  processes: ProcessRecord[]
-}
-
-const root = projectRoot()
-const runDir = path.resolve(process.env.RUN_DIR ?? path.join(root, '.run'))
-const stateFile = path.join(runDir, 'state.json')
-const logDir = path.join(runDir, 'logs')
-
-const NAME_WIDTH = 18
-
-function shortPath(file: string): string {
-  const rel = path.relative(process.cwd(), file)
-  return rel.startsWith('..') ? file : rel
-}
-
-function say(line: string): void {
-  process.stdout.write(`${line}\n`)
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
-
-function readState(): RunState | undefined {
-  if (!fs.existsSync(stateFile)) return undefined
-  return JSON.parse(fs.readFileSync(stateFile, 'utf8')) as RunState
-}
-
-function writeState(state: RunState): void {
-  fs.mkdirSync(runDir, { recursive: true })
-  const tmp = `${stateFile}.tmp`
-  fs.writeFileSync(tmp, `${JSON.stringify(state, null, 2)}\n`)
-  fs.renameSync(tmp, stateFile)
-}
-
-/** True when `pid` runs and its command line still contains `signature`. */
-export function isOurs(record: Pick<ProcessRecord, 'pid' | 'signature'>): boolean {
-  try {
-    process.kill(record.pid, 0)
-  } catch {
-    return false
-  }
-  try {
-    return fs.readFileSync(`/proc/${record.pid}/cmdline`, 'utf8').replace(/\0/g, ' ').includes(record.signature)
-  } catch {
-    // No /proc (not Linux): the pid check above is all we have.
-    return true
-  }
-}
 
 /** The operator token shared by every process: OPERATOR_TOKEN, else the one in DATA_DIR the CLI reads. */
 function operatorToken(): string {
@@ -156,36 +88,6 @@ function nginxUser(): string | undefined {
   const line = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.split(':')[2] === String(uid))
   return line?.split(':')[0] ?? 'nobody'
 }
-
-async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check()) return true
-    await sleep(150)
-  }
-  return false
-}
-
-async function answers(url: string, timeoutMs = 2000): Promise<string> {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) })
-    await res.arrayBuffer()
-    return String(res.status)
-  } catch {
-    return 'no answer'
-  }
-}
-
-function logSince(file: string, from: number): string {
-  try {
-    const text = fs.readFileSync(file)
-    return text.subarray(Math.min(from, text.length)).toString('utf8')
-  } catch {
-    return ''
-  }
-}
-
-const fileSize = (file: string): number => (fs.existsSync(file) ? fs.statSync(file).size : 0)
 
 async function up(): Promise<number> {
   const existing = readState()
@@ -314,78 +216,6 @@ async function up(): Promise<number> {
   }
 }
 
-function signal(pid: number, sig: NodeJS.Signals, group: boolean): void {
-  try {
-    process.kill(group ? -pid : pid, sig)
-  } catch {
-    try {
-      process.kill(pid, sig)
-    } catch {
-      // already gone
-    }
-  }
-}
-
-async function stopProcess(p: ProcessRecord, graceMs: number, group: boolean): Promise<'stopped' | 'killed' | 'gone'> {
-  if (!isOurs(p)) return 'gone'
-  signal(p.pid, 'SIGTERM', group)
-  if (await waitFor(() => !isOurs(p), graceMs)) return 'stopped'
-  signal(p.pid, 'SIGKILL', group)
-  await waitFor(() => !isOurs(p), 2000)
-  return 'killed'
-}
-
-/**
- * supervisord stops its programs (nginx first, then the services, each with
- * its grace) and exits on SIGTERM. Whatever it left behind, found by the
- * pids supervisorctl reported before, is killed.
- */
-async function stopSupervised(state: RunState, grace: number): Promise<void> {
-  const supervisor = state.processes.find((p) => p.kind === 'supervisor')
-  const supervised = state.processes.filter((p) => p.supervised)
-  if (!supervisor || !state.supervisor || !isOurs(supervisor)) {
-    for (const p of supervised) say(`${p.name.padEnd(NAME_WIDTH)}${p.pid && isOurs(p) ? await stopProcess(p, grace, false) : 'was not running'}`)
-    if (supervisor) say(`${'supervisord'.padEnd(NAME_WIDTH)}was not running (pid ${supervisor.pid})`)
-    return
-  }
-  const before = new Map((await programStatus(state.supervisor)).map((s) => [s.name, s]))
-  for (const p of supervised) if (before.get(p.name)?.pid) p.pid = before.get(p.name)?.pid as number
-  const result = await stopProcess(supervisor, grace + 10_000, false)
-  say(`${'supervisord'.padEnd(NAME_WIDTH)}${result} (pid ${supervisor.pid})`)
-  for (const p of supervised) {
-    const was = before.get(p.name)
-    if (was?.state !== 'RUNNING') say(`${p.name.padEnd(NAME_WIDTH)}was not running (${was?.state ?? 'unknown to supervisord'})`)
-    else say(`${p.name.padEnd(NAME_WIDTH)}${isOurs(p) ? `left behind: ${await stopProcess(p, 2000, false)}` : 'stopped'} (pid ${p.pid})`)
-  }
-}
-
-async function down(): Promise<number> {
-  const state = readState()
-  if (!state) {
-    say('nothing to stop (no state file)')
-    return 0
-  }
-  const grace = Number(process.env.DOWN_GRACE_MS ?? 15_000)
-  // nginx and the services first (they finish in-flight messages and commit), then Kafka, then Redis.
-  await stopSupervised(state, grace)
-  let left = state.processes.filter((p) => p.supervised && p.pid && isOurs(p)).length
-  for (const kind of ['kafka', 'redis'] as const) {
-    for (const p of state.processes.filter((x) => x.kind === kind)) {
-      const result = await stopProcess(p, grace, true)
-      say(`${p.name.padEnd(NAME_WIDTH)}${result === 'gone' ? 'was not running' : result} (pid ${p.pid})`)
-      if (isOurs(p)) left++
-    }
-  }
-  const supervisor = state.processes.find((p) => p.kind === 'supervisor')
-  if (supervisor && isOurs(supervisor)) left++
-  if (left > 0) {
-    say(`${left} process(es) could not be stopped; state kept in ${stateFile}`)
-    return 1
-  }
-  fs.rmSync(stateFile, { force: true })
-  return 0
-}
-
 async function status(): Promise<number> {
   const state = readState()
   if (!state) {
@@ -443,4 +273,3 @@ if (require.main === module) {
   )
 }
 
-export { stateFile, runDir }
