@@ -11,6 +11,7 @@ import {
   classicToAds,
   OAuthTextError,
   PROBLEM_DETAIL_MAX_CHARS,
+  PROBLEM_MAX_ITEMS,
   problemBody,
   ProblemError,
   Problems,
@@ -178,7 +179,9 @@ function valueAt(root: unknown, instancePath: string): unknown {
  */
 function validationToProblem(err: FastifyError, request: FastifyRequest): ProblemError {
   const part = validatedPart(request, err.validationContext)
-  const items: InvalidRequestItem[] = (err.validation ?? []).map((v) => {
+  const all = err.validation ?? []
+  // Only the items the Problem lists are rendered: a body failing 100k times costs no more than one failing 10 times.
+  const items: InvalidRequestItem[] = all.slice(0, PROBLEM_MAX_ITEMS).map((v) => {
     const params = v.params as Record<string, unknown>
     const name = parameterName(v.instancePath, params)
     const value = v.keyword === 'required' ? undefined : valueAt(part, typeof params.additionalProperty === 'string' ? `${v.instancePath}/${params.additionalProperty.replace(/~/g, '~0').replace(/\//g, '~1')}` : v.instancePath)
@@ -186,11 +189,15 @@ function validationToProblem(err: FastifyError, request: FastifyRequest): Proble
     const echoed = value === undefined || SECRET_KEYS.has(name.toLowerCase()) ? [] : [echoValue(redactDeep(value))]
     return { message: `The \`${name}\` ${validationPart(err.validationContext)} ${v.message ?? 'is invalid'}`, parameters: { [name]: echoed } }
   })
-  return Problems.invalidRequest(items.length > 0 ? items : [{ message: err.message, parameters: {} }])
+  const more = all.length - items.length
+  return Problems.invalidRequest(
+    items.length > 0 ? items : [{ message: err.message, parameters: {} }],
+    more > 0 ? `One or more parameters to your request was invalid. (${more} more not listed)` : undefined
+  )
 }
 
 function validationToAds(err: FastifyError): AdsError {
-  const items = (err.validation ?? []).map((v) => {
+  const items = (err.validation ?? []).slice(0, PROBLEM_MAX_ITEMS).map((v) => {
     const params = v.params as Record<string, unknown>
     const name = parameterName(v.instancePath, params)
     if (v.keyword === 'required') return { code: 'MISSING_PARAMETER' as const, message: `"${name}" is missing`, parameter: name }
