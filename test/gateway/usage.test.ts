@@ -8,6 +8,7 @@ import { bearerRequest, createIdentity, eventually, oauth1Request, startTestRunt
 import { ingest, nextUserId, openApiErrors, openHttpStream, subscribe } from '../activity/support'
 import { startRedis, redisStore } from '../support/infra'
 import { startReceiver, type Receiver } from '../webhooks/support'
+import { run as runApps } from '../../services/cli/apps'
 
 /**
  * Usage caps (issue 16): posts consumed counted through real deliveries
@@ -226,4 +227,31 @@ t.test('bad usage requests get invalid-request or the authentication Problem, ne
   t.match(user.json(), { type: 'https://api.twitter.com/2/problems/unsupported-authentication' })
   const none = await fetch(`${rt.baseUrl}/2/usage/tweets`)
   t.equal(none.status, 401)
+})
+
+t.test('the CLI (make app-caps): show usage, set and clear caps, refuse bad values', async (t) => {
+  const rt = await startTestRuntime(t, { env: ENV })
+  const id = await createIdentity(rt.ctx.store)
+  const env = { GATEWAY_URL: rt.baseUrl, OPERATOR_TOKEN: OPERATOR }
+  const io = (): { env: NodeJS.ProcessEnv; out: (s: string) => void; err: (s: string) => void; text: () => string; errText: () => string } => {
+    let out = ''
+    let err = ''
+    return { env, out: (s) => (out += s), err: (s) => (err += s), text: () => out, errText: () => err }
+  }
+  const shown = io()
+  t.equal(await runApps(['usage', '--id', id.app.id], shown), 0, shown.errText())
+  t.match(shown.text(), /daily cap:\s+none \(default\)/)
+  t.match(shown.text(), /capped:\s+no/)
+  const set = io()
+  t.equal(await runApps(['caps', '--id', id.app.id, '--daily', '5', '--monthly', '100', '--json'], set), 0, set.errText())
+  t.match(JSON.parse(set.text()), { app_id: id.app.id, caps: { daily: 5, monthly: 100 }, own: { daily: 5, monthly: 100 } })
+  const cleared = io()
+  t.equal(await runApps(['caps', '--id', id.app.id, '--daily', 'default'], cleared), 0, cleared.errText())
+  t.match(cleared.text(), /daily cap:\s+none \(default\)/)
+  t.match(cleared.text(), /monthly cap:\s+100\n/)
+  const bad = io()
+  t.equal(await runApps(['caps', '--id', id.app.id, '--daily', '-3'], bad), 2, 'a bad value is a usage error')
+  const unknown = io()
+  t.equal(await runApps(['usage', '--id', '999'], unknown), 1)
+  t.match(unknown.errText(), /404/)
 })
