@@ -39,11 +39,65 @@ export class Browsers {
   }
 }
 
-export async function screenshot(page: Page, file: string, name: string): Promise<string> {
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+
+/** Width and height of a PNG file (its IHDR), or undefined when the file is not a PNG. */
+export function pngSize(file: string): { width: number; height: number } | undefined {
+  const bytes = fs.readFileSync(file)
+  if (bytes.length < 24 || !bytes.subarray(0, 8).equals(PNG_SIGNATURE) || bytes.toString('latin1', 12, 16) !== 'IHDR') return undefined
+  return { width: bytes.readUInt32BE(16), height: bytes.readUInt32BE(20) }
+}
+
+/**
+ * A full-page screenshot under SCREENSHOT_DIR/<file>/<name>.png (the old one
+ * removed first), asserted written: a non-empty PNG of the page's width.
+ */
+export async function screenshot(t: Test, page: Page, file: string, name: string): Promise<string> {
   const out = path.join(SCREENSHOT_DIR, file, `${name}.png`)
   fs.mkdirSync(path.dirname(out), { recursive: true })
+  fs.rmSync(out, { force: true })
   await page.screenshot({ path: out, fullPage: true })
+  const size = fs.existsSync(out) ? pngSize(out) : undefined
+  const width = page.viewportSize()?.width ?? 0
+  t.ok(size !== undefined && size.height > 0 && size.width >= width, `screenshot ${file}/${name}.png written: a PNG ${size ? `${size.width}x${size.height}` : '(missing or not a PNG)'}`)
   return out
+}
+
+/**
+ * How far the page reaches past the viewport's width (CSS pixels; 0: nothing
+ * to scroll sideways), measured against the viewport set for the context: a
+ * phone browser widens its layout viewport to fit a too-wide page, so
+ * window.innerWidth alone would hide the overflow. `culprits`: the innermost
+ * elements sticking out, to say what to fix.
+ */
+export async function sidewaysOverflow(page: Page): Promise<{ overflow: number; culprits: string[] }> {
+  const width = page.viewportSize()?.width ?? 0
+  return (await page.evaluate(`(() => {
+    const width = ${width}
+    const out = (e) => e.getBoundingClientRect().right > width + 1
+    const culprits = [...document.querySelectorAll('body *')].filter((e) => out(e) && ![...e.children].some(out)).slice(0, 5)
+      .map((e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (typeof e.className === 'string' && e.className ? '.' + e.className.split(' ').join('.') : ''))
+    const overflow = Math.max(document.documentElement.scrollWidth, window.innerWidth) - width
+    return { overflow, culprits: overflow > 1 ? culprits : [] }
+  })()`)) as { overflow: number; culprits: string[] }
+}
+
+/** `data-*` attribute `attr` of every element matching `selector`, in page order (read in the page: no DOM types here). */
+export async function attributes(page: Page, selector: string, attr: string): Promise<string[]> {
+  return (await page.evaluate(`[...document.querySelectorAll(${JSON.stringify(selector)})].map((e) => e.getAttribute(${JSON.stringify(attr)}))`)) as string[]
+}
+
+/** The data of the Chart.js chart drawn on `canvas` (Chart.getChart), as the page holds it. */
+export interface ChartData {
+  labels: string[]
+  datasets: Array<{ label: string; data: Array<number | null> }>
+}
+
+export async function chartData(page: Page, canvas: string): Promise<ChartData> {
+  return (await page.evaluate(`(() => {
+    const chart = Chart.getChart(document.querySelector(${JSON.stringify(canvas)}))
+    return chart ? { labels: chart.data.labels, datasets: chart.data.datasets.map((d) => ({ label: d.label, data: d.data })) } : undefined
+  })()`)) as ChartData
 }
 
 /** A single-use sign-in link from the operator API (a portal link with appId, an operator's without). */
