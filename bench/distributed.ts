@@ -81,6 +81,9 @@ interface RateFigures {
   /** Events seen after the drain deadline (while settling). */
   lateWebhook: number
   lateStream: number
+  /** Deliveries of earlier rates not yet seen when this rate started (the system was still behind). */
+  backlogWebhook: number
+  backlogStream: number
   /** CPU seconds per service over publishing + drain, and that wall time. */
   cpu: Map<string, number>
   wallSeconds: number
@@ -123,7 +126,11 @@ async function waitUntil(check: () => Promise<boolean>, deadline: number, every 
   }
 }
 
-async function runRate(system: System, label: string, phase: number, rate: number, publisher: Publisher, webhook: Observer, stream: Observer): Promise<RateFigures> {
+async function runRate(system: System, label: string, phase: number, rate: number, publisher: Publisher, webhook: Observer, stream: Observer, publishedBefore: number): Promise<RateFigures> {
+  const [wb, sb] = await Promise.all([webhook.count(phase), stream.count(phase)])
+  const backlogWebhook = Math.max(0, publishedBefore - wb.total)
+  const backlogStream = Math.max(0, publishedBefore - sb.total)
+  if (backlogWebhook + backlogStream > 0) progress(`${label} ${int(rate)}/s starts with ${int(backlogWebhook)} webhook and ${int(backlogStream)} stream deliveries of earlier rates still outstanding`)
   const cpuBefore = await cpuSnapshot(system)
   const wallStart = now()
   const tag = `${label} ${int(rate)}/s`
@@ -151,12 +158,13 @@ async function runRate(system: System, label: string, phase: number, rate: numbe
       `webhook p50 ${ms(w.p50)} p99 ${ms(w.p99)} ms, lost ${int(lost(w))}; stream p50 ${ms(s.p50)} p99 ${ms(s.p99)} ms, lost ${int(lost(s))}`
   )
 
-  // The next rate starts once this one's backlog is out (or SETTLE_S passed): late arrivals are counted, not timed.
+  // The next rate starts once the backlog is out (every event of this rate on both, or nothing more arriving
+  // for 3 s), or after SETTLE_S: late arrivals are counted, not timed.
   let lastTotal = -1
   let stableSince = now()
   await waitUntil(async () => {
     const [wc, sc] = await Promise.all([webhook.count(phase), stream.count(phase)])
-    const total = wc.unique + sc.unique
+    const total = wc.total + sc.total
     if (total !== lastTotal) {
       lastTotal = total
       stableSince = now()
@@ -167,7 +175,7 @@ async function runRate(system: System, label: string, phase: number, rate: numbe
   const lateWebhook = wc.unique - w.onTime
   const lateStream = sc.unique - s.onTime
   if (lateWebhook + lateStream > 0) progress(`${tag}: after the drain period ${int(lateWebhook)} more on the webhook, ${int(lateStream)} more on the stream`)
-  return { rate, pub, webhook: w, stream: s, lateWebhook, lateStream, cpu, wallSeconds }
+  return { rate, pub, webhook: w, stream: s, lateWebhook, lateStream, backlogWebhook, backlogStream, cpu, wallSeconds }
 }
 
 async function run(kind: 'make-up' | 'embedded', rates: number[], phaseBase: number, workDir: string): Promise<RunFigures> {
@@ -204,7 +212,12 @@ async function run(kind: 'make-up' | 'embedded', rates: number[], phaseBase: num
   progress(`${label}: ${warmupNote}`)
 
   const figures: RateFigures[] = []
-  for (const [i, rate] of rates.entries()) figures.push(await runRate(system, label, phaseBase + 1 + i, rate, publisher, webhook, stream))
+  let publishedBefore = warm.published
+  for (const [i, rate] of rates.entries()) {
+    const r = await runRate(system, label, phaseBase + 1 + i, rate, publisher, webhook, stream, publishedBefore)
+    publishedBefore += r.pub.published
+    figures.push(r)
+  }
 
   // Stop this system before the next one starts: the machine is shared.
   for (const stop of stoppers.splice(mark).reverse()) await stop()
@@ -302,6 +315,13 @@ async function main(): Promise<void> {
     if (u) lines.push(row(u, 'make up'))
     if (e) lines.push(row(e, 'embedded'))
   }
+  const behind = [...(up?.rates.map((r) => ['make up', r] as const) ?? []), ...(embedded?.rates.map((r) => ['embedded', r] as const) ?? [])].filter(([, r]) => r.backlogWebhook + r.backlogStream > 0)
+  lines.push('', `lost: acknowledged by the ingest route but not on the webhook / stream within ${DRAIN_S} s after publishing stopped (not necessarily dropped: "later" counts those that arrived while the bench waited, up to ${SETTLE_S} s, before the next rate).`)
+  for (const [kind, r] of [...(up?.rates.map((r) => ['make up', r] as const) ?? []), ...(embedded?.rates.map((r) => ['embedded', r] as const) ?? [])]) {
+    if (r.pub.failed > 0) lines.push(`${kind} at ${int(r.rate)}/s: the ingest route refused or did not answer batches of ${int(r.pub.failed)} events (${Object.entries(r.pub.errors).map(([k, n]) => `${k}: ${n}`).join(', ')}); not counted as published.`)
+    if (r.pub.shortfall > 0) lines.push(`${kind} at ${int(r.rate)}/s: ${int(r.pub.shortfall)} events not sent (${PUBLISH.maxInFlight} batches waiting for the ingest route's answer).`)
+  }
+  for (const [kind, r] of behind) lines.push(`${kind} at ${int(r.rate)}/s started behind: ${int(r.backlogWebhook)} webhook and ${int(r.backlogStream)} stream deliveries of earlier rates still outstanding.`)
   for (const r of [up, embedded]) {
     if (!r) continue
     lines.push('', `CPU used while each rate ran (cores: CPU seconds / wall seconds of publishing and draining), ${r.kind}:`, '', ...cpuTable(r))

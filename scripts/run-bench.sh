@@ -9,8 +9,8 @@
 # with BENCH_MERGE=1 their sections replace the same sections of the existing
 # RESULTS.md and the rest is kept (`make bench-distributed`).
 # Lines a benchmark prints starting with "~ " are progress: shown, not recorded.
-# Its lines starting with "|" are Markdown tables: recorded after its code
-# block, one table after the other.
+# Its lines starting with "|" are Markdown tables: recorded as tables, the
+# other lines in code blocks, in the order printed.
 # bench/media-upload needs ffmpeg and ~1.5 GB free in TMPDIR (a 500 MB video, its segments, the joined file).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -70,12 +70,20 @@ for src in "${sources[@]}"; do
   LOG_LEVEL=${LOG_LEVEL:-silent} timeout --kill-after=60 "$timeout_s" node "$js" 2>&1 | tee "$tmp.out"
   status=${PIPESTATUS[0]}
   elapsed=$(( $(date +%s) - start ))
-  echo '```' >>"$tmp"
-  # The table lines are Markdown already: keep them outside the code block; progress lines are not kept.
-  grep -v -e '^|' -e '^~ ' "$tmp.out" >>"$tmp"
-  echo '```' >>"$tmp"
-  # Each table after a blank line (two tables printed apart stay two tables).
-  awk '/^\|/ { if (!intable) print ""; intable = 1; print; next } { intable = 0 }' "$tmp.out" >>"$tmp"
+  # In the order printed: text in code blocks, the table lines (Markdown already) outside them,
+  # blank lines at the edges of a code block dropped; progress lines are not kept.
+  awk '
+    /^~ / { next }
+    /^\|/ { if (incode) { print "```"; incode = 0 } if (!intable) print ""; intable = 1; blanks = 0; print; next }
+    /^[[:space:]]*$/ { blanks++; next }
+    {
+      if (intable) { print ""; intable = 0 }
+      if (!incode) { print "```"; incode = 1 } else for (; blanks > 0; blanks--) print ""
+      blanks = 0
+      print
+    }
+    END { if (incode) print "```" }
+  ' "$tmp.out" >>"$tmp"
   if [ "$status" -ne 0 ]; then
     failed=$((failed + 1))
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then note="stopped after ${timeout_s} s"; else note="exit status $status"; fi
@@ -110,6 +118,13 @@ if [ -n "$merge" ] && [ -n "${BENCH_ONLY:-}" ] && [ -f "$results" ]; then
     !skipping { print }
     END { flush_new() }
   ' "$results" >"$tmp.merged"
+  # The profiles section is bench/PROFILES.md's, as after a full run.
+  if [ -f bench/PROFILES.md ]; then
+    first=$(head -n 1 bench/PROFILES.md)
+    awk -v first="$first" '$0 == first { exit } { print }' "$tmp.merged" | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' >"$tmp.cut"
+    { cat "$tmp.cut"; echo; cat bench/PROFILES.md; } >"$tmp.merged"
+    rm -f "$tmp.cut"
+  fi
   mv "$tmp.merged" "$results"
   rm -f "$tmp"
 else

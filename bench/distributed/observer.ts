@@ -40,6 +40,8 @@ export type ObserverRequest = { id: number; type: 'count'; phase: number } | { i
 
 export interface PhaseCount {
   unique: number
+  /** Distinct events seen over every phase (the system's progress on any backlog). */
+  total: number
   duplicates: number
   badSignatures: number
   lastArrival: number
@@ -218,7 +220,9 @@ function startStream(base: string, bearer: string): Promise<void> {
 
 function count(n: number): PhaseCount {
   const p = phase(n)
-  return { unique: p.first.size, duplicates: p.duplicates, badSignatures: p.badSignatures + badSignaturesUnknownPhase, lastArrival: p.lastArrival }
+  let total = 0
+  for (const x of phases.values()) total += x.first.size
+  return { unique: p.first.size, total, duplicates: p.duplicates, badSignatures: p.badSignatures + badSignaturesUnknownPhase, lastArrival: p.lastArrival }
 }
 
 function report(r: Extract<ObserverRequest, { type: 'report' }>): PhaseReport {

@@ -112,7 +112,7 @@ export async function startUp(workDir: string, profileDir: string | undefined): 
   const runDir = path.join(workDir, 'run')
   fs.mkdirSync(runDir, { recursive: true })
   const token = newToken()
-  const env: NodeJS.ProcessEnv = { ...serviceEnv(path.join(runDir, 'data'), token, profileDir), RUN_DIR: runDir, PORT: '0', SANDBOX_PORT: '0', DOWN_GRACE_MS: process.env.DOWN_GRACE_MS ?? '5000' }
+  const env: NodeJS.ProcessEnv = { ...serviceEnv(path.join(runDir, 'data'), token, profileDir), RUN_DIR: runDir, PORT: '0', SANDBOX_PORT: '0', DOWN_GRACE_MS: process.env.DOWN_GRACE_MS ?? '5000', UP_WAIT_MS: process.env.UP_WAIT_MS ?? '180000' }
   const stateFile = path.join(runDir, 'state.json')
   // `up.js down` runs without the profiling flags (the caller's own NODE_OPTIONS only).
   const { NODE_OPTIONS: _profile, ...plainEnv } = env
@@ -123,7 +123,8 @@ export async function startUp(workDir: string, profileDir: string | undefined): 
     await runUp(['down'], { ...plainEnv, ...(process.env.NODE_OPTIONS ? { NODE_OPTIONS: process.env.NODE_OPTIONS } : {}) }, 120_000)
   }
   // supervisord's environment is up.js's, so with profiling up.js runs with the flags too (one small extra profile).
-  const started = await runUp(['up'], env, 180_000).catch((err: Error) => ({ code: 1, out: err.message }))
+  // Ten processes starting at once on a busy 2-core machine: up.js waits up to UP_WAIT_MS (3 min here) for each to be ready.
+  const started = await runUp(['up'], env, 300_000).catch((err: Error) => ({ code: 1, out: err.message }))
   if (started.code !== 0 || !fs.existsSync(stateFile)) {
     await stop()
     throw new Error(`make up failed:\n${started.out}`)
