@@ -237,7 +237,10 @@ export function renderError(err: unknown, request: FastifyRequest, reply: Fastif
   const fe = err as FastifyError
   if (fe && fe.validation) {
     if (shape === 'ads') return sendAds(reply, request, validationToAds(fe))
-    return sendProblem(reply, problemBase, validationToProblem(fe, request))
+    const problem = validationToProblem(fe, request)
+    // OAuth and v1.1 paths answer in the classic shape; its messages are the Problem's (bounded, secrets never echoed).
+    if (shape === 'classic') return reply.code(400).type('application/json; charset=utf-8').send({ errors: ((problem.extras.errors ?? []) as InvalidRequestItem[]).map((e) => ({ code: 214, message: e.message })) })
+    return sendProblem(reply, problemBase, problem)
   }
   if (isMalformedBody(fe) && shape === 'v2') {
     return sendProblem(reply, problemBase, Problems.invalidRequest([{ message: clientMessage(fe, 400), parameters: { body: [] } }]))

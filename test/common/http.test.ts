@@ -37,6 +37,7 @@ async function probeRoutes(app: FastifyInstance): Promise<void> {
     query: request.query
   }))
   for (const path of ['/12/probe', '/1.1/probe.json', '/oauth/probe', '/2/echo']) app.post(path, async (request) => ({ body: request.body }))
+  app.post('/1.1/probe-validated.json', { schema: { body: probeBody } }, async (request) => ({ body: request.body }))
   app.get('/2/gone', async (_request, reply) => reply.callNotFound())
   for (const path of ['/2/probe-get', '/12/probe-get', '/1.1/probe-get.json']) app.get(path, async () => ({ ok: true }))
   await app.register(async (scope) => {
@@ -341,4 +342,16 @@ t.test('X-Request-Id: a safe client id is kept, anything else replaced by a gene
   const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
   for (const bad of ['a'.repeat(129), 'has space', '<script>', 'a,b', 'quote"', 'ünïcode', '']) t.match(await idOf(bad), uuid, `${JSON.stringify(bad.slice(0, 20))} is replaced`)
   t.match(await idOf(), uuid, 'generated when absent')
+})
+
+t.test('a validation error on an OAuth or v1.1 path is a classic error, never a v2 Problem, and never echoes a secret', async (t) => {
+  const rt = await startTestRuntime(t, { services: [probe] })
+  const res = await rawPost(`${rt.baseUrl}/1.1/probe-validated.json`, JSON.stringify({ url: 7, password: 'hunter2hunter2' }))
+  t.equal(res.status, 400)
+  t.equal(res.type, 'application/json; charset=utf-8')
+  const body = res.json() as { errors: Array<{ code: number; message: string }> }
+  t.ok(body.errors.length >= 1 && body.errors.every((e) => e.code === 214 && typeof e.message === 'string'), JSON.stringify(body))
+  t.notOk('type' in body, 'not a Problem')
+  t.ok(body.errors.some((e) => /url/.test(e.message)), 'the message names the refused field')
+  t.notOk(JSON.stringify(body).includes('hunter2'), 'the secret is not echoed')
 })
