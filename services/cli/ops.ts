@@ -22,6 +22,10 @@ import { operatorClient } from './client'
  * cluster lists, or --group). Otherwise from the running system's operator
  * API: each service process of `make up` (RUN_DIR/state.json) reports the
  * groups it consumes with; the embedded runtime (GATEWAY_URL) reports all.
+ * After the table, one line per group (total lag; `BEHIND` with how many
+ * partitions lag, or `caught up`) and one for the whole system; a process of
+ * `make up` that does not answer is named and the command exits 1, as its
+ * groups may be missing.
  */
 
 /** Where a command writes, and the environment it reads (tests pass their own). */
@@ -150,26 +154,41 @@ function merge(reports: GroupOffsets[][]): GroupOffsets[] {
   return [...byKey.values()].sort((a, b) => a.group.localeCompare(b.group) || a.topic.localeCompare(b.topic) || a.partition - b.partition)
 }
 
-async function lagFromServices(io: CommandIo, groups: string[] | undefined): Promise<{ offsets: GroupOffsets[]; source: string }> {
+async function lagFromServices(io: CommandIo, groups: string[] | undefined): Promise<{ offsets: GroupOffsets[]; source: string; silent: string[] }> {
   const query = groups ? `?group=${encodeURIComponent(groups.join(','))}` : ''
   const state = io.env.GATEWAY_URL === undefined ? localState(io) : undefined
   if (state) {
     const services = state.processes.filter((p) => p.kind === 'service' && p.port !== undefined)
+    const silent: string[] = []
     const reports = await Promise.all(
       services.map(async (p) => {
         try {
           return (await operatorClient({ ...io.env, GATEWAY_URL: `http://127.0.0.1:${p.port}` }).call<LagReport>('GET', `/admin/bus/lag${query}`)).groups
         } catch (err) {
           io.err(`${p.name}: ${(err as Error).message}`)
+          silent.push(p.name)
           return []
         }
       })
     )
-    return { offsets: merge(reports), source: `${services.length} service processes of make up` }
+    return { offsets: merge(reports), source: `${services.length} service processes of make up`, silent }
   }
   const client = operatorClient(io.env)
   const report = await client.call<LagReport>('GET', `/admin/bus/lag${query}`)
-  return { offsets: report.groups, source: `${client.baseUrl} (${report.bus} bus)` }
+  return { offsets: report.groups, source: `${client.baseUrl} (${report.bus} bus)`, silent: [] }
+}
+
+/** Per group: its total lag and how many of its partitions are behind. */
+export function groupTotals(offsets: GroupOffsets[]): Array<{ group: string; lag: number; partitions: number; behind: number }> {
+  const totals = new Map<string, { group: string; lag: number; partitions: number; behind: number }>()
+  for (const g of offsets) {
+    const t = totals.get(g.group) ?? { group: g.group, lag: 0, partitions: 0, behind: 0 }
+    t.lag += g.lag
+    t.partitions++
+    if (g.lag > 0) t.behind++
+    totals.set(g.group, t)
+  }
+  return [...totals.values()]
 }
 
 export async function runLag(argv: string[], io: CommandIo = processIo): Promise<number> {
@@ -177,7 +196,7 @@ export async function runLag(argv: string[], io: CommandIo = processIo): Promise
   const groupFlag = flag(args, 'group')
   const groups = groupFlag?.split(',').map((g) => g.trim()).filter((g) => g !== '')
   const brokers = brokersFrom(io, args, false)
-  let result: { offsets: GroupOffsets[]; source: string } | undefined
+  let result: { offsets: GroupOffsets[]; source: string; silent?: string[] } | undefined
   if (brokers.length > 0) {
     result = await withAdmin(brokers, async (admin) => {
       const names = groups ?? (await listGroups(admin))
@@ -200,17 +219,28 @@ export async function runLag(argv: string[], io: CommandIo = processIo): Promise
     return 0
   }
   io.out(`consumer lag (${result.source})`)
+  const silent = result.silent ?? []
+  const silentLine = `${silent.length} process(es) did not answer, so their groups may be missing: ${silent.join(', ')} (make status)`
   if (result.offsets.length === 0) {
     io.out('no consumer groups')
-    return 0
+    if (silent.length > 0) io.out(silentLine)
+    return silent.length > 0 ? 1 : 0
   }
   table(io, [
     ['group', 'topic', 'partition', 'committed', 'end', 'lag'],
     ...result.offsets.map((g) => [g.group, g.topic, String(g.partition), g.committed < 0 ? '-' : String(g.committed), String(g.end), String(g.lag)])
   ])
-  const totals = new Map<string, number>()
-  for (const g of result.offsets) totals.set(g.group, (totals.get(g.group) ?? 0) + g.lag)
   io.out()
-  for (const [group, lag] of totals) io.out(`${group}: ${lag} message(s) behind`)
+  // One line per group: caught up, or BEHIND with its total; then one line for the whole system.
+  const totals = groupTotals(result.offsets)
+  for (const g of totals) {
+    io.out(g.lag > 0 ? `BEHIND     ${g.group}: ${g.lag} message(s) behind on ${g.behind} of ${g.partitions} partition(s)` : `caught up  ${g.group}: 0 message(s) behind`)
+  }
+  const behind = totals.filter((g) => g.lag > 0)
+  io.out(behind.length > 0 ? `${behind.length} of ${totals.length} group(s) behind: ${behind.map((g) => g.group).join(', ')}` : `all ${totals.length} group(s) caught up`)
+  if (silent.length > 0) {
+    io.out(silentLine)
+    return 1
+  }
   return 0
 }

@@ -1,7 +1,10 @@
+import fs from 'node:fs'
+import net from 'node:net'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import { MemoryBus } from '../../services/common/bus/memory'
 import type { Bus, GroupOffsets, LagSource } from '../../services/common/bus/types'
+import type { ValidatingBus } from '../../services/common/bus/validating'
 import { loadConfig } from '../../services/common/config'
 import { createContext } from '../../services/common/context'
 import { createLogger } from '../../services/common/logger'
@@ -10,6 +13,7 @@ import { MemoryStore } from '../../services/common/store/memory'
 import { runLag, runTopics, type CommandIo } from '../../services/cli/ops'
 import { kafkaBus, startKafka } from '../support/infra'
 import { eventually, tempDir } from '../support/util'
+import { startTestRuntime } from '../helper'
 
 /** `make lag` and `make topics`: the operator route, the CLI commands, on the memory bus and on Kafka. */
 
@@ -65,11 +69,46 @@ t.test('memory bus: GET /admin/bus/lag and `lag` report each group', async (t) =
 
   const cli = io(t, { GATEWAY_URL: runtime.baseUrl })
   t.equal(await runLag([], cli), 0)
-  t.match(cli.lines.join('\n'), /ops-group: 3 message\(s\) behind/)
+  t.match(cli.lines.join('\n'), /^BEHIND\s+ops-group: 3 message\(s\) behind on \d+ of \d+ partition\(s\)$/m, 'a clear line for the group that is behind')
+  t.match(cli.lines.join('\n'), /^1 of 1 group\(s\) behind: ops-group$/m)
   t.match(cli.lines[0], new RegExp(`consumer lag \\(${runtime.baseUrl.replace(/\./g, '\\.')} \\(memory bus\\)\\)`))
 
   const wrongToken = io(t, { GATEWAY_URL: runtime.baseUrl, OPERATOR_TOKEN: 'nope' })
   await t.rejects(runLag([], wrongToken), /operator API answered 401/, 'a wrong token is reported, not hidden')
+})
+
+t.test('make run: `lag` shows every consumer group of the embedded system, a total per group, and which are behind', async (t) => {
+  const runtime = await startTestRuntime(t, { env: { OPERATOR_TOKEN: TOKEN, STREAM_NODE_ID: 'node-a' } })
+  const bus = (runtime.ctx.bus as ValidatingBus).underlying
+  await makeLag(bus, 'ops.behind', 'ops-behind', 2, 5)
+  const cli = io(t, { GATEWAY_URL: runtime.baseUrl })
+  t.equal(await runLag([], cli), 0)
+  const out = cli.lines.join('\n')
+  const groups = ['account-history', 'activity-matcher', 'gateway-audience-targeting', 'gateway-keyword-insights', 'stream-node-a', 'webhooks-account-activity', 'webhooks-delivery']
+  for (const group of groups) t.match(out, new RegExp(`^caught up\\s+${group}: 0 message\\(s\\) behind$`, 'm'), `${group}: one total line`)
+  t.match(out, /^BEHIND\s+ops-behind: 5 message\(s\) behind on \d+ of \d+ partition\(s\)$/m)
+  t.match(out, /^1 of 8 group\(s\) behind: ops-behind$/m, 'one line for the whole system')
+
+  // make up: a process that does not answer is named, and the command fails (its groups may be missing).
+  const runDir = tempDir(t)
+  const dead = await new Promise<number>((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const port = (server.address() as net.AddressInfo).port
+      server.close(() => resolve(port))
+    })
+  })
+  const port = Number(new URL(runtime.baseUrl).port)
+  const processes = [
+    { name: 'gateway', kind: 'service', pid: 1, port },
+    { name: 'stream-2', kind: 'service', pid: 2, port: dead }
+  ]
+  fs.writeFileSync(path.join(runDir, 'state.json'), JSON.stringify({ processes }))
+  const up = io(t, { RUN_DIR: runDir })
+  t.equal(await runLag([], up), 1, 'exit 1: a process did not answer')
+  t.match(up.lines[0], /consumer lag \(2 service processes of make up\)/)
+  t.match(up.lines.join('\n'), /^1 of 8 group\(s\) behind: ops-behind$/m)
+  t.match(up.lines.join('\n'), /^1 process\(es\) did not answer, so their groups may be missing: stream-2 \(make status\)$/m)
+  t.match(up.errors.join('\n'), /^stream-2: /m)
 })
 
 t.test('kafka: the bus, the route and the CLI report committed offsets and lag', async (t) => {
@@ -85,7 +124,8 @@ t.test('kafka: the bus, the route and the CLI report committed offsets and lag',
 
   const byGroup = io(t, { KAFKA_BROKERS: kafka.brokers.join(',') })
   t.equal(await runLag(['--group', 'ops-kafka-group'], byGroup), 0)
-  t.match(byGroup.lines.join('\n'), /ops-kafka-group: 4 message\(s\) behind/)
+  t.match(byGroup.lines.join('\n'), /^BEHIND\s+ops-kafka-group: 4 message\(s\) behind on \d+ of 6 partition\(s\)$/m)
+  t.match(byGroup.lines.join('\n'), /^1 of 1 group\(s\) behind: ops-kafka-group$/m)
 
   const unnamed = io(t, { KAFKA_BROKERS: kafka.brokers.join(',') })
   t.equal(await runLag([], unnamed), 2, 'the mock cluster cannot list groups')

@@ -4,6 +4,7 @@ import path from 'node:path'
 import t from 'tap'
 import { projectRoot } from '../../services/common/bus/topics'
 import { instanceCounts, selectedServices, serviceEnv } from '../../scripts/up'
+import { runLag } from '../../services/cli/ops'
 import { tempDir } from '../support/util'
 
 /**
@@ -161,6 +162,13 @@ t.test('make up: services and nginx under supervisord; a killed process comes ba
     t.ok(groups.includes(`stream-${node.name}`), `${node.name} consumes as group stream-${node.name} (has ${[...new Set(groups)].join(', ')})`)
   }
 
+  // make lag under make up: every group of every process, one total line each, and the line for the whole system.
+  const lag = { lines: [] as string[], errors: [] as string[] }
+  const lagCode = await runLag([], { out: (l = '') => void lag.lines.push(l), err: (l) => void lag.errors.push(l), env: { RUN_DIR: runDir, OPERATOR_TOKEN: token } })
+  t.equal(lagCode, 0, `make lag: every process answered ${lag.errors.join('; ')}`)
+  const groups = ['account-history', 'activity-matcher', 'gateway-audience-targeting', 'gateway-keyword-insights', 'stream-stream-1', 'stream-stream-2', 'webhooks-account-activity', 'webhooks-delivery']
+  for (const group of groups) t.match(lag.lines.join('\n'), new RegExp(`^(caught up|BEHIND)\\s+${group}: \\d+ message\\(s\\) behind`, 'm'), `make lag shows ${group}`)
+  t.match(lag.lines.join('\n'), /^(all 8 group\(s\) caught up|\d+ of 8 group\(s\) behind: .*)$/m)
   const status = await run(['status'], env, 20_000)
   t.equal(status.code, 0, 'status: everything healthy')
   for (const p of state.processes) t.match(status.out, new RegExp(`^${p.name}\\s+\\d+\\s+\\d*\\s+RUNNING`, 'm'), `status: ${p.name} RUNNING`)
