@@ -43,7 +43,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { Observer, type PhaseReport } from './distributed/observers'
 import { Publisher, type PublishResult } from './distributed/publisher'
-import { cpuBetween, cpuSnapshot, createCustomer, machine, progress, registerWebhook, startEmbedded, startUp, type System } from './distributed/systems'
+import { cpuBetween, cpuSnapshot, createCustomer, machine, metricsDigest, metricsSnapshot, progress, registerWebhook, startEmbedded, startUp, type System } from './distributed/systems'
 
 function numbers(name: string, fallback: string): number[] {
   const raw = process.env[name] ?? fallback
@@ -87,6 +87,8 @@ interface RateFigures {
   /** CPU seconds per service over publishing + drain, and that wall time. */
   cpu: Map<string, number>
   wallSeconds: number
+  /** What the services' /metrics said about this rate. */
+  metrics: string[]
 }
 
 interface RunFigures {
@@ -132,6 +134,7 @@ async function runRate(system: System, label: string, phase: number, rate: numbe
   const backlogStream = Math.max(0, publishedBefore - sb.total)
   if (backlogWebhook + backlogStream > 0) progress(`${label} ${int(rate)}/s starts with ${int(backlogWebhook)} webhook and ${int(backlogStream)} stream deliveries of earlier rates still outstanding`)
   const cpuBefore = await cpuSnapshot(system)
+  const metricsBefore = await metricsSnapshot(system)
   const wallStart = now()
   const tag = `${label} ${int(rate)}/s`
   const pub = await publisher.publish(phase, rate, SECONDS, (p) => {
@@ -151,6 +154,8 @@ async function runRate(system: System, label: string, phase: number, rate: numbe
   }, deadline)
   const wallSeconds = (now() - wallStart) / 1000
   const cpu = cpuBetween(cpuBefore, await cpuSnapshot(system))
+  const metrics = metricsDigest(metricsBefore, await metricsSnapshot(system), wallSeconds)
+  for (const m of metrics) progress(`${tag}: ${m}`)
   const [w, s] = await Promise.all([webhook.report(phase, pub.firstSend, pub.lastSend, deadline), stream.report(phase, pub.firstSend, pub.lastSend, deadline)])
   const lost = (r: PhaseReport): number => Math.max(0, pub.published - r.onTime)
   progress(
@@ -175,7 +180,7 @@ async function runRate(system: System, label: string, phase: number, rate: numbe
   const lateWebhook = wc.unique - w.onTime
   const lateStream = sc.unique - s.onTime
   if (lateWebhook + lateStream > 0) progress(`${tag}: after the drain period ${int(lateWebhook)} more on the webhook, ${int(lateStream)} more on the stream`)
-  return { rate, pub, webhook: w, stream: s, lateWebhook, lateStream, backlogWebhook, backlogStream, cpu, wallSeconds }
+  return { rate, pub, webhook: w, stream: s, lateWebhook, lateStream, backlogWebhook, backlogStream, cpu, wallSeconds, metrics }
 }
 
 async function run(kind: 'make-up' | 'embedded', rates: number[], phaseBase: number, workDir: string): Promise<RunFigures> {
@@ -325,6 +330,8 @@ async function main(): Promise<void> {
   for (const r of [up, embedded]) {
     if (!r) continue
     lines.push('', `CPU used while each rate ran (cores: CPU seconds / wall seconds of publishing and draining), ${r.kind}:`, '', ...cpuTable(r))
+    lines.push('', `what the services' /metrics said over the same time, ${r.kind}:`)
+    for (const x of r.rates) lines.push(`  ${int(x.rate)}/s:`, ...x.metrics.map((m) => `    ${m}`))
   }
   lines.push('', ...targets(up, embedded), '', `total ${((now() - startedAt) / 1000).toFixed(0)} s`)
   process.stdout.write(`${lines.join('\n')}\n`)

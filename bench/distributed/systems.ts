@@ -308,3 +308,78 @@ export function cpuBetween(before: CpuSnapshot, after: CpuSnapshot): Map<string,
 export function machine(): string {
   return `${os.cpus().length} cpu(s) (${os.cpus()[0]?.model ?? 'unknown'}), node ${process.version}`
 }
+
+// ---------------------------------------------------------------- the services' own metrics
+
+/** Sums of the chosen series over every instance of each service (`name` or `name{label="v"}` prefixes). */
+export type MetricsSnapshot = Map<string, Map<string, number>>
+
+/** name, or name + a label it must carry. */
+const SERIES = [
+  'nodejs_eventloop_lag_mean_seconds',
+  'activity_match_seconds_sum',
+  'activity_match_seconds_count',
+  'activity_deliveries_produced_total',
+  'webhook_delivery_duration_seconds_sum result="success"',
+  'webhook_delivery_duration_seconds_count result="success"',
+  'webhook_deliveries_total outcome="delivered"',
+  'webhook_retry_queue_depth',
+  'stream_deliveries_received_total',
+  'stream_lines_sent_total'
+]
+
+function seriesOf(line: string): string | undefined {
+  return SERIES.find((s) => {
+    const [name, label] = s.split(' ') as [string, string | undefined]
+    return (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) && (label === undefined || line.includes(label))
+  })
+}
+
+export async function metricsSnapshot(system: System): Promise<MetricsSnapshot> {
+  const out: MetricsSnapshot = new Map()
+  await Promise.all(
+    system.instances.map(async (i) => {
+      const text = await fetch(`http://127.0.0.1:${i.port}/metrics`, { signal: AbortSignal.timeout(5000) })
+        .then((res) => res.text())
+        .catch(() => undefined)
+      if (text === undefined) return
+      const m = out.get(i.service) ?? new Map<string, number>()
+      out.set(i.service, m)
+      m.set('instances', (m.get('instances') ?? 0) + 1)
+      for (const line of text.split('\n')) {
+        if (line.startsWith('#')) continue
+        const series = seriesOf(line)
+        if (series) m.set(series, (m.get(series) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)))
+      }
+    })
+  )
+  return out
+}
+
+/** What the services say about one rate: per service, from the snapshots before and after. */
+export function metricsDigest(before: MetricsSnapshot, after: MetricsSnapshot, seconds: number): string[] {
+  const out: string[] = []
+  const d = (service: string, s: string): number => (after.get(service)?.get(s) ?? 0) - (before.get(service)?.get(s) ?? 0)
+  const lag = (service: string): string => {
+    const a = after.get(service)
+    return a ? `event-loop lag ${((1000 * (a.get('nodejs_eventloop_lag_mean_seconds') ?? 0)) / (a.get('instances') ?? 1)).toFixed(0)} ms` : ''
+  }
+  if (after.has('activity')) {
+    const n = d('activity', 'activity_match_seconds_count')
+    out.push(`activity: ${(n / seconds).toFixed(0)} events/s matched, ${n > 0 ? ((1000 * d('activity', 'activity_match_seconds_sum')) / n).toFixed(1) : '-'} ms per event (batch time / batch size), ${(d('activity', 'activity_deliveries_produced_total') / seconds).toFixed(0)} deliveries/s produced, ${lag('activity')}`)
+  }
+  if (after.has('webhooks')) {
+    const n = d('webhooks', SERIES[5] as string)
+    out.push(`webhooks: ${(d('webhooks', SERIES[6] as string) / seconds).toFixed(0)} delivered/s, signed POST ${n > 0 ? ((1000 * d('webhooks', SERIES[4] as string)) / n).toFixed(1) : '-'} ms on average, retry schedule ${(after.get('webhooks')?.get('webhook_retry_queue_depth') ?? 0) / (after.get('webhooks')?.get('instances') ?? 1)} entries, ${lag('webhooks')}`)
+  }
+  if (after.has('stream')) out.push(`stream: ${(d('stream', 'stream_deliveries_received_total') / seconds).toFixed(0)} deliveries/s consumed (all nodes), ${(d('stream', 'stream_lines_sent_total') / seconds).toFixed(0)} lines/s sent, ${lag('stream')}`)
+  if (after.has('embedded')) {
+    const n = d('embedded', 'activity_match_seconds_count')
+    const p = d('embedded', SERIES[5] as string)
+    out.push(
+      `embedded: ${(n / seconds).toFixed(0)} events/s matched (${n > 0 ? ((1000 * d('embedded', 'activity_match_seconds_sum')) / n).toFixed(1) : '-'} ms per event), ${(d('embedded', SERIES[6] as string) / seconds).toFixed(0)} webhook deliveries/s ` +
+        `(signed POST ${p > 0 ? ((1000 * d('embedded', SERIES[4] as string)) / p).toFixed(1) : '-'} ms, retry schedule ${after.get('embedded')?.get('webhook_retry_queue_depth') ?? 0}), ${lag('embedded')}`
+    )
+  }
+  return out
+}
