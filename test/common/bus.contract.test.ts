@@ -4,7 +4,7 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import { MemoryBus } from '../../services/common/bus/memory'
 import { partitionFor } from '../../services/common/bus/partitioner'
-import type { Bus, BusMessage } from '../../services/common/bus/types'
+import type { Bus, BusMessage, GroupOffsets, LagSource } from '../../services/common/bus/types'
 import { StoreUnavailableError } from '../../services/common/store/unavailable'
 import { EventValidationError, ValidatingBus } from '../../services/common/bus/validating'
 import { loadConfig } from '../../services/common/config'
@@ -366,6 +366,67 @@ function contract(suite: Test, driver: Driver): void {
     const record = dead.seen[0]?.value as Record<string, unknown>
     t.match(record, { group, topic, key: 'same', value: { i: 1, poison: true }, error: 'cannot read the payload', attempts: 3 }, 'the dead letter says what, where and why')
     t.equal(dead.seen[0]?.key, 'same', 'keyed like the original')
+  })
+
+  suite.test('a batch handler failing at a message in the middle of its batch: the prefix is committed once, the message is dead-lettered, the rest follows in order', async (t) => {
+    const bus = await driver.bus(t, 'batch-poison')
+    const topic = await driver.topic('batch-poison')
+    const deadLetters = await driver.topic('batch-poison-dl')
+    const group = unique('g-batch-poison')
+    const POISON = 4
+    const calls: number[][] = []
+    const effects: number[] = []
+    const dead = recorder()
+    // Both join at once (a Kafka group join takes seconds).
+    await Promise.all([
+      bus.subscribe({ groupId: unique('g-batch-poison-dl'), topics: [deadLetters], handler: dead.handler }),
+      bus.subscribe({
+        groupId: group,
+        topics: [topic],
+        maxBatch: 50,
+        maxAttempts: 3,
+        deadLetterTopic: deadLetters,
+        batchHandler: async (ms) => {
+          const values = ms.map((m) => (m.value as { i: number }).i)
+          calls.push(values)
+          // Effects one at a time, like a handler writing as it goes; the poison one always fails.
+          for (let n = 0; n < ms.length; n++) {
+            if (values[n] === POISON) return { done: n, error: new TypeError(`cannot read payload ${POISON}`) }
+            effects.push(values[n] as number)
+          }
+        }
+      })
+    ])
+    // One publish, one key: one partition, fetched and handed over as one batch.
+    await bus.publishMany(topic, Array.from({ length: 10 }, (_, i) => ({ key: 'same', value: { i } })))
+    await eventually(() => effects.includes(9) && dead.seen.length === 1, 20_000)
+
+    const first = calls.findIndex((c) => c.includes(POISON))
+    t.ok((calls[first] ?? []).indexOf(POISON) > 0 && (calls[first] ?? []).at(-1) === 9, `the poison message sat in the middle of a batch (${JSON.stringify(calls[first])})`)
+    const retries = calls.slice(first + 1)
+    const onPoison = retries.filter((c) => c[0] === POISON)
+    t.equal(onPoison.length, 2, 'retried from the poison message until maxAttempts (3 tries in all)')
+    t.ok(retries.every((c) => (c[0] as number) >= POISON), 'no call after the failure went back behind the poison message: the prefix was committed')
+    t.same(effects.filter((i) => i < POISON), [0, 1, 2, 3], 'the prefix was handled once')
+    t.same(retries.at(-1)?.[0], POISON + 1, 'after the dead letter the partition moved on past it')
+    t.same([...new Set(effects)], [0, 1, 2, 3, 5, 6, 7, 8, 9], 'everything but the poison message handled, in order, none lost')
+    t.equal(effects.length, 9, 'none handled twice (one stable member: nothing for the at-least-once allowance to repeat)')
+
+    const letter = dead.seen[0] as BusMessage
+    const record = letter.value as Record<string, unknown>
+    t.match(record, { group, topic, partition: partitionFor('same', PARTITIONS), key: 'same', value: { i: POISON }, error: `cannot read payload ${POISON}`, attempts: 3 }, 'the dead letter names group, position and last error')
+    t.equal(String(record.offset), String(POISON), 'with the offset of the poison message (a fresh topic starts at 0)')
+    t.equal(letter.key, 'same', 'keyed like the original')
+    const lagSource = bus as unknown as Partial<LagSource>
+    if (lagSource.groupOffsets) {
+      const groupOffsets = lagSource.groupOffsets.bind(bus)
+      const committed = async (): Promise<GroupOffsets | undefined> => (await groupOffsets([group])).find((o) => o.topic === topic && o.partition === partitionFor('same', PARTITIONS))
+      const end = await eventually(async () => {
+        const o = await committed()
+        return o && o.committed === o.end ? o : undefined
+      }, 10_000)
+      t.equal(end.committed, 10, 'the group committed through the end of the partition, past the dead-lettered message')
+    }
   })
 
   suite.test('an outage (store unreachable) is waited out: it never dead-letters', async (t) => {
