@@ -59,9 +59,42 @@ export function summarise(file: string, top: number): string[] {
     const group = at === '' ? frame.functionName : at
     files.set(group, (files.get(group) ?? 0) + us)
   }
+  // Each busy sample charged to the innermost frame of a service's own code on its stack (services/<name>/...),
+  // else to the innermost services/common/<area> frame, else to what ran (dependency, node, native).
+  const parent = new Map<number, number>()
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
+  const owner = new Map<number, string>()
+  const ownerOf = (id: number): string => {
+    const known = owner.get(id)
+    if (known !== undefined) return known
+    let common: string | undefined
+    let result: string | undefined
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const m = /services\/([a-z-]+)\/(?:([a-z-]+)\/)?/.exec((byId.get(at) as ProfileNode).callFrame.url)
+      if (!m) continue
+      if (m[1] !== 'common') {
+        result = `services/${m[1]}`
+        break
+      }
+      common ??= `services/common/${m[2] ?? ''}`.replace(/\/$/, '')
+    }
+    const frame = (byId.get(id) as ProfileNode).callFrame
+    const out = result ?? common ?? (where(frame.url) || frame.functionName)
+    owner.set(id, out)
+    return out
+  }
+  const byOwner = new Map<string, number>()
+  for (const [id, us] of self) {
+    const name = (byId.get(id) as ProfileNode).callFrame.functionName
+    if (name === '(idle)' || name === '(garbage collector)' || name === '(program)') continue
+    const o = ownerOf(id)
+    byOwner.set(o, (byOwner.get(o) ?? 0) + us)
+  }
   const pct = (us: number): string => `${((100 * us) / total).toFixed(1)}%`
   const busy = total - idle
   const lines = [`${path.basename(file)}: ${(total / 1e6).toFixed(1)} s sampled, idle ${pct(idle)}, GC ${pct(gc)}, busy ${(busy / 1e6).toFixed(1)} s`]
+  lines.push('  busy time by the service code it ran for (innermost services/<name> frame on the stack):')
+  for (const [name, us] of [...byOwner].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`    ${((100 * us) / busy).toFixed(1).padStart(5)}%  ${name}`)
   lines.push('  self time by file or package (share of busy time):')
   for (const [name, us] of [...files].filter(([n]) => n !== '(idle)').sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`    ${((100 * us) / busy).toFixed(1).padStart(5)}%  ${name}`)
   lines.push('  self time by function (share of busy time):')
