@@ -33,7 +33,8 @@
  *   node dist/bench/distributed.js                      (make bench-distributed)
  *   BENCH_RATES=1000,5000 BENCH_SECONDS=5 node dist/bench/distributed.js
  *   BENCH_MODES=embedded ...                            (one of make-up, embedded)
- *   BENCH_DISTRIBUTED_PROFILE=/tmp/prof ...             (--cpu-prof of every service process)
+ *   BENCH_DISTRIBUTED_PROFILE=/tmp/prof ...             (a CPU profile of every service process, written when
+ *                                                        it stops; node dist/bench/distributed/profile.js sums one up)
  *   KAFKA_FETCH_MAX_WAIT=20ms ...                       (any setting reaches every service)
  *
  * bench-timeout: 1800 (scripts/run-bench.sh: the default run takes about ten minutes)

@@ -56,7 +56,9 @@ function newToken(): string {
 
 /** The bench's own settings of every service process; the caller's environment wins (e.g. KAFKA_FETCH_MAX_WAIT=20ms). */
 function serviceEnv(dataDir: string, token: string, profileDir: string | undefined): NodeJS.ProcessEnv {
-  const profile = profileDir ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${profileDir}`.trim() } : {}
+  // Node refuses --cpu-prof in NODE_OPTIONS: a preloaded module profiles through the inspector instead.
+  const preload = path.join(__dirname, `cpu-profile-preload${path.extname(__filename)}`)
+  const profile = profileDir ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require=${preload}`.trim(), CPU_PROFILE_DIR: profileDir } : {}
   return {
     LOG_LEVEL: 'warn',
     ...process.env,
