@@ -163,16 +163,16 @@ t.test('components: rules, card types, slides, list, read, update, delete', asyn
   expectAdsError(t, await oauth1Request('GET', cards, id, { query: { card_id: ids201 } }), 400, 'INVALID_PARAMETER', 'card_id', '201 card ids')
   expectAdsError(t, await oauth1Request('GET', cards, id, { query: { card_uris: ids201.split(',').map((n) => `card://${n}`).join(',') } }), 400, 'INVALID_PARAMETER', 'card_uris', '201 card uris')
 
-  // Read (a data array), update (replace), delete (soft, then 404).
+  // Read (a data array), update (replace; the card as an object), delete (soft, then 404).
   const read = await oauth1Request('GET', `${cards}/${imageWebsite.id}`, id)
   t.match(read.json(), { data: [{ id: imageWebsite.id, card_type: 'IMAGE_WEBSITE' }], data_type: 'card' })
   expectAdsError(t, await oauth1Request('GET', `${cards}/1234`, id), 404, 'CARD_NOT_FOUND', undefined, 'unknown card')
   const renamed = await oauth1Request('PUT', `${cards}/${imageWebsite.id}`, id, { json: { name: 'Renamed' } })
-  t.match(renamed.json(), { data: [{ name: 'Renamed', card_type: 'IMAGE_WEBSITE', components: [{ media_key: img1 }, {}] }] })
+  t.match(renamed.json(), { data: { name: 'Renamed', card_type: 'IMAGE_WEBSITE', components: [{ media_key: img1 }, {}] } }, 'PUT answers the card itself, as POST does')
   const relaid = await oauth1Request('PUT', `${cards}/${imageWebsite.id}`, id, { json: { components: [{ type: 'SWIPEABLE_MEDIA', media_keys: [img2, img1] }, button()] } })
-  t.match(relaid.json(), { data: [{ name: 'Renamed', card_type: 'IMAGE_CAROUSEL_APP', components: [{ type: 'SWIPEABLE_MEDIA', media_keys: [img2, img1] }, { type: 'BUTTON' }] }] })
+  t.match(relaid.json(), { data: { name: 'Renamed', card_type: 'IMAGE_CAROUSEL_APP', components: [{ type: 'SWIPEABLE_MEDIA', media_keys: [img2, img1] }, { type: 'BUTTON' }] } })
   const toSlides = await oauth1Request('PUT', `${cards}/${imageWebsite.id}`, id, { json: { slides: [[media, website()], [media, website()]] } })
-  const slid = toSlides.json<{ data: Card[] }>().data[0] as Card
+  const slid = toSlides.json<{ data: Card }>().data
   t.equal(slid.card_type, 'IMAGE_MULTI_DEST_CAROUSEL_WEBSITE')
   t.notOk('components' in slid, 'slides replace components')
   expectAdsError(t, await oauth1Request('PUT', `${cards}/${imageWebsite.id}`, id, { json: { components: [media] } }), 400, 'INVALID_PARAMETER', 'components', 'invalid update')

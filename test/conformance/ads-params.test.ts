@@ -1,5 +1,6 @@
 import t from 'tap'
 import { adsFixture, createCampaign, createLineItem, expectError } from '../ads/campaigns-fixtures'
+import { libraryMedia, png } from '../ads/media-fixtures'
 
 /**
  * Parameters as real ads clients spell them (issue 15): booleans in any case
@@ -96,4 +97,25 @@ t.test('whole-object updates: a real change to a read-only field is a clear erro
   expectError(t, moved, 400, 'INVALID_PARAMETER', 'campaign_id')
   const creative = await f.call('PUT', `/line_items/${li.id}`, { query: { creative_source: 'DYNAMIC' } })
   expectError(t, creative, 400, 'INVALID_PARAMETER', 'creative_source')
+})
+
+t.test('whole-object updates of a media library object (MediaLibrary.update() sends every loaded property)', async (t) => {
+  const f = await adsFixture(t)
+  const key = await libraryMedia(f.rt.baseUrl, f.id, f.account, png(64, 48))
+  const loaded = (await f.call('GET', `/media_library/${key}`)).json<{ data: Record<string, unknown> }>().data
+  // Every loaded property back, the name changed, the URL spelled for another host (it is the server's) and updated_at stale.
+  const query: Record<string, string> = {}
+  for (const [k, v] of Object.entries(loaded)) if (v !== null && v !== false) query[k] = String(v)
+  Object.assign(query, { name: 'renamed', media_url: 'https://elsewhere.example/media/x.png', updated_at: '2000-01-01T00:00:00Z' })
+  const put = await f.call('PUT', `/media_library/${key}`, { query })
+  t.equal(put.status, 200, put.text.slice(0, 300))
+  t.match(put.json<{ data: Record<string, unknown> }>().data, { name: 'renamed', media_key: key, media_type: 'IMAGE', media_url: loaded.media_url }, 'repeated and server fields are no change; the name is')
+  // A real change to a read-only field is refused, naming it, and nothing is applied.
+  for (const [field, value] of [['media_type', 'VIDEO'], ['media_key', '3_1234567890'], ['media_status', 'PROCESSING'], ['tweeted', 'true']] as const) {
+    const res = await f.call('PUT', `/media_library/${key}`, { query: { ...query, name: 'not applied', [field]: value } })
+    expectError(t, res, 400, 'INVALID_PARAMETER', field)
+  }
+  t.equal((await f.call('GET', `/media_library/${key}`)).json<{ data: { name: string } }>().data.name, 'renamed', 'a refused update applied nothing')
+  const unknown = await f.call('PUT', '/media_library/3_1234567890123', { query: { media_type: 'VIDEO' } })
+  expectError(t, unknown, 404, 'MEDIA_NOT_FOUND', undefined)
 })

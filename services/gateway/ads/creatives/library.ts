@@ -7,6 +7,7 @@ import { type Account, requireAccount } from '../accounts'
 import { actorOf, ADS_AUTH, listOptions, paginate, Params, sendData, userIdOf } from '../conventions'
 import type { CreativeRepos } from './repos'
 import { mediaBase } from './params'
+import { keepChangesOnly, type WholeObjectRules } from '../whole-object'
 import { type LibraryEntity, MEDIA_TYPES, renderLibrary } from './records'
 
 /**
@@ -140,6 +141,18 @@ async function deleteFromLibrary(repos: CreativeRepos, accountId: string, key: s
   return deleted
 }
 
+/**
+ * What a whole-object library PUT (the Python SDK's MediaLibrary.update(),
+ * which sends every loaded property) may repeat: the media itself is fixed
+ * (its key, type, category, status, size and length); its URLs are the
+ * server's, spelled with the host the client called, so they are dropped
+ * whatever their value.
+ */
+const LIBRARY_WHOLE_OBJECT: WholeObjectRules = {
+  readOnly: ['media_key', 'media_type', 'media_category', 'media_status', 'aspect_ratio', 'duration', 'tweeted'],
+  computed: ['media_url', 'poster_media_url']
+}
+
 /** The words of a text as `q` matches them: lowercase runs of letters and digits. */
 function words(s: string | null): string[] {
   return (s ?? '').toLowerCase().split(/[^\p{L}\p{N}]+/u).filter(Boolean)
@@ -192,6 +205,9 @@ export function registerLibraryRoutes(app: FastifyInstance, ctx: ServiceContext,
   app.put<KeyParams>('/12/accounts/:account_id/media_library/:media_key', { config: { auth: ADS_AUTH } }, async (request, reply) => {
     const account = await requireAccount(ctx, request, request.params.account_id)
     const callerId = userIdOf(request)
+    // An unknown media key is 404 before any parameter is looked at; then only real changes are read.
+    const stored = await repos.library.require(account.id, request.params.media_key, { notFoundCode: 'MEDIA_NOT_FOUND' })
+    keepChangesOnly(request, renderLibrary(stored, mediaBase(ctx, request)), LIBRARY_WHOLE_OBJECT)
     const entity = await updateLibrary(ctx, repos, account, callerId, request.params.media_key, Params.query(request), actorOf(request))
     return sendData(request, reply, renderLibrary(entity, mediaBase(ctx, request)), 'media_library')
   })
