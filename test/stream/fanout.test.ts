@@ -3,6 +3,7 @@ import t from 'tap'
 import { buildDelivery } from '../../services/activity/deliveries'
 import type { ActivityEvent } from '../../services/activity/matching'
 import type { Subscription } from '../../services/activity/subscriptions'
+import { deliveryKey } from '../../services/activity/worker'
 import { TOPICS } from '../../services/common/bus/types'
 import { gatewayService } from '../../services/gateway/service'
 import { streamService } from '../../services/stream/service'
@@ -70,8 +71,8 @@ t.test('a batch of deliveries reaches each connection in one write, in order, ov
   const userId = nextUserId()
   const sub: Subscription = { subscription_id: '1234567', app_id: id.app.id, event_type: 'post.create', filter: { user_id: userId }, created_at: new Date().toISOString() } as Subscription
   const deliveries = Array.from({ length: 300 }, (_, i) => buildDelivery({ ...(sampleEvent('post.create', userId, { text: `line ${i}` }) as unknown as ActivityEvent), event_uuid: `${Date.now()}${String(i).padStart(4, '0')}` }, sub))
-  // One publish, one key: one partition, consumed as one batch.
-  await rt.ctx.bus.publishMany(TOPICS.activityDeliveries, deliveries.map((d) => ({ key: d.app_id, value: d })))
+  // One publish, one key (the matcher's: app_id:user_id): one partition, consumed as one batch.
+  await rt.ctx.bus.publishMany(TOPICS.activityDeliveries, deliveries.map((d) => ({ key: deliveryKey(d), value: d })))
   await eventually(() => http.lines.length >= 300 && ws.messages.length >= 300, 15_000)
   const texts = http.lines.map((l) => (JSON.parse(l) as { data: { payload: { text: string } } }).data.payload.text)
   t.same(texts, deliveries.map((_, i) => `line ${i}`), 'every line once, in publish order')

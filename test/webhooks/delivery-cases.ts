@@ -282,7 +282,7 @@ export const deliveryCases: Record<string, Case> = {
     const [slow, fast] = webhookIds as [string, string]
     const held = gate()
     receiver.onPost = (p) => (p.path === '/slow' ? { status: 200, release: held.promise } : { status: 200 })
-    // One app: one key, one partition. The slow webhook's deliveries come first in it.
+    // One app and user: one key, one partition. The slow webhook's deliveries come first in it.
     const messages = [
       ...Array.from({ length: 10 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId: slow, text: `slow ${i}` })),
       ...Array.from({ length: 10 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId: fast, text: `fast ${i}` }))
@@ -294,6 +294,34 @@ export const deliveryCases: Record<string, Case> = {
     held.open()
     await eventually(() => receiver.accepted.length === 20 && receiver.inFlight === 0, 15_000)
     t.pass('the slow webhook gets all of its deliveries once it answers')
+  },
+
+  'a failing receiver never holds back another webhook\'s deliveries on the same partition': async (t, h) => {
+    // The retry after a failure is an hour away: were it awaited in line, nothing behind it would arrive.
+    const rt = await h.start(t, { WEBHOOK_LIMIT_PER_APP: '2', WEBHOOK_RETRY_SCHEDULE: '0,1h,1h' })
+    const id = await createIdentity(rt.ctx.store)
+    const receiver = await startReceiver(t, id.app.consumer_secret, '/failing')
+    const webhookIds: string[] = []
+    for (const url of [receiver.url, receiver.urlFor('/healthy')]) {
+      const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
+      t.equal(res.status, 200, res.text)
+      webhookIds.push(res.json<{ data: { id: string } }>().data.id)
+    }
+    const [failing, healthy] = webhookIds as [string, string]
+    // Answered at once, with an error: failing, not slow.
+    receiver.onPost = (p) => (p.path === '/failing' ? { status: 500 } : { status: 200 })
+    // One app, one user: one key, one partition. The failing webhook's deliveries come first in it.
+    const failingMessages = Array.from({ length: 10 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId: failing, text: `failing ${i}` }))
+    const healthyMessages = Array.from({ length: 10 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId: healthy, text: `healthy ${i}` }))
+    await publishDeliveries(rt, [...failingMessages, ...healthyMessages])
+    await eventually(() => receiver.accepted.filter((p) => p.path === '/healthy').length === 10, 10_000)
+    t.same(receiver.accepted.filter((p) => p.path === '/healthy').map((p) => p.body).sort(), healthyMessages.map((m) => JSON.stringify(m.envelope)).sort(), 'every delivery of the healthy webhook arrived, once')
+    const records = async (ms: Array<Record<string, unknown>>): Promise<Array<DeliveryRecord | undefined>> => rt.ctx.store.mgetJson<DeliveryRecord>(ms.map((m) => WebhookKeys.delivery(String(m.delivery_id))))
+    await eventually(async () => (await records(failingMessages)).every((r) => r?.attempts === 1), 10_000)
+    t.equal(receiver.posts.filter((p) => p.path === '/failing').length, 10, 'the failing webhook got one attempt per delivery')
+    const failed = await records(failingMessages)
+    t.ok(failed.every((r) => r?.status === 'pending' && r.last_status === 500 && r.next_attempt_at > Date.now() + 30 * 60_000), 'its retries are scheduled an hour ahead in the store, not awaited in the consumer')
+    t.equal(await outcomeCount(rt, 'retry_scheduled'), 10)
   },
 
   'a burst larger than a lane holds is delivered completely, each once': async (t, h) => {

@@ -4,7 +4,7 @@ import { createLogger } from '../../services/common/logger'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { kafkaBus, startKafka, startRedis } from '../support/infra'
 import { runDeliveryCases } from './delivery-cases'
-import { collectDeadLetters, deliveryMessage, eventually, publishDeliveries, registerWebhook, startWebhooks } from './support'
+import { collectDeadLetters, deliveryMessage, eventually, metricsText, metricValue, publishDeliveries, registerWebhook, startWebhooks } from './support'
 
 /**
  * The distributed set-up: the bus on a real Kafka-protocol cluster (librdkafka's
@@ -50,6 +50,28 @@ t.test('deliveries, retries, dead letters and a restart with the bus on Kafka an
   t.pass('every pending retry happened after the restart')
   await eventually(async () => (await rt2.ctx.store.zcard(WebhookKeys.retries())) === 0, 10_000)
   t.equal(receiver.accepted.filter((p) => p.body.includes('pending')).length, 3, 'each delivered once')
+
+  // Scale-out: a second process joins the webhooks-delivery group; the two split its partitions.
+  const rt3 = await startWebhooks(t, { bus: await kafkaBus(t, kafka, 'webhooks-kafka-3'), store: await open(), env, serviceName: 'webhooks' })
+  const delivered = async (rt: typeof rt2): Promise<number> => metricValue(await metricsText(rt), 'webhook_deliveries_total', { outcome: 'delivered' })
+  const [base2, base3] = [await delivered(rt2), await delivered(rt3)]
+  // One app, many users: keyed app_id:user_id, spread over the partitions of activity.deliveries.
+  const spread = Array.from({ length: 48 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId, userId: String(3_000_000 + i), text: `spread ${i}` }))
+  const posted = receiver.posts.length
+  await publishDeliveries(rt2, spread)
+  const bodies = new Set(spread.map((m) => JSON.stringify(m.envelope)))
+  const got = (): string[] => receiver.accepted.map((p) => p.body).filter((b) => bodies.has(b))
+  await eventually(() => new Set(got()).size === spread.length, 30_000)
+  // The receiver counts a POST when it answers; the process counts it once the record is written.
+  const counts = async (): Promise<[number, number]> => [(await delivered(rt2)) - base2, (await delivered(rt3)) - base3]
+  const [by2, by3] = await eventually(async () => {
+    const c = await counts()
+    return c[0] + c[1] >= spread.length ? c : undefined
+  }, 10_000)
+  t.ok(by2 > 0 && by3 > 0, `both processes delivered (${by2} and ${by3})`)
+  t.equal(by2 + by3, spread.length, 'between them, every delivery once')
+  t.equal(got().length, spread.length, 'the receiver got each once: none lost, none doubled')
+  t.equal(receiver.posts.length - posted, spread.length, 'and nothing else')
 })
 
 t.test('the delivery rules with the bus on Kafka and the store on Redis', async (t) => {

@@ -2,6 +2,8 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
 import type { Test } from 'tap'
+import type { Delivery } from '../../services/activity/deliveries'
+import { deliveryKey } from '../../services/activity/worker'
 import { TOPICS } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
 import { webhooksService } from '../../services/webhooks/service'
@@ -283,8 +285,9 @@ export function deliveryMessage(input: DeliveryInput): Record<string, unknown> {
   return message
 }
 
+/** Published as the matcher publishes them: keyed app_id:user_id (deliveryKey), so one app and user share a partition. */
 export async function publishDeliveries(rt: Runtime, messages: Array<Record<string, unknown>>): Promise<void> {
-  await rt.ctx.bus.publishMany(TOPICS.activityDeliveries, messages.map((m) => ({ key: String(m.app_id), value: m })))
+  await rt.ctx.bus.publishMany(TOPICS.activityDeliveries, messages.map((m) => ({ key: deliveryKey(m as unknown as Delivery), value: m })))
 }
 
 /** Subscribes a test consumer to webhook.dead-letter and collects what arrives. */
