@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../../common/context'
 import { Classic } from '../../common/errors'
 import { getUser } from '../identity'
+import { classicDate } from '../classic-date'
 
 /**
  * GET 1.1/account/verify_credentials(.json): who the user-context token
@@ -9,15 +10,6 @@ import { getUser } from '../identity'
  * the smallest authenticated route of the product.
  */
 
-const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat']
-const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec']
-
-/** The 1.1 interface's date format: `Wed Oct 10 20:19:24 +0000 2018`. */
-export function classicDate(iso: string): string {
-  const d = new Date(iso)
-  const pad = (n: number): string => String(n).padStart(2, '0')
-  return `${DAYS[d.getUTCDay()]} ${MONTHS[d.getUTCMonth()]} ${pad(d.getUTCDate())} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} +0000 ${d.getUTCFullYear()}`
-}
 
 export function registerAccountRoutes(app: FastifyInstance, ctx: ServiceContext): void {
   for (const path of ['/1.1/account/verify_credentials.json', '/1.1/account/verify_credentials']) {

@@ -3,6 +3,7 @@ import { mediaUrl } from '../../media/records'
 import type { MediaType } from '../../media/rules'
 import { displayUrl } from './post-text'
 import type { PostEntity } from './records'
+import { classicDate } from '../../classic-date'
 
 /**
  * What a post looks like outside: the classic post shape of the Ads API
@@ -32,15 +33,6 @@ export function toJson(value: unknown): string {
   return JSON.stringify(value)
 }
 
-const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat']
-const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec']
-
-/** `Sat Jun 24 05:08:30 +0000 2017`, the classic timestamp format. */
-export function classicDate(iso: string): string {
-  const d = new Date(iso)
-  const pad = (n: number): string => String(n).padStart(2, '0')
-  return `${DAYS[d.getUTCDay()]} ${MONTHS[d.getUTCMonth()]} ${pad(d.getUTCDate())} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} +0000 ${d.getUTCFullYear()}`
-}
 
 function escapeHtml(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
