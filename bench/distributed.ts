@@ -189,8 +189,8 @@ async function run(kind: 'make-up' | 'embedded', rates: number[], phaseBase: num
   progress(`${label}: starting`)
   const mark = stoppers.length
   const started = now()
-  const system = kind === 'make-up' ? await startUp(workDir, PROFILE_DIR) : await startEmbedded(workDir, PROFILE_DIR)
-  stoppers.push(() => system.stop())
+  const onStop = (stop: () => Promise<void>): void => void stoppers.push(stop)
+  const system = kind === 'make-up' ? await startUp(workDir, PROFILE_DIR, onStop) : await startEmbedded(workDir, PROFILE_DIR, onStop)
   const description =
     kind === 'make-up'
       ? `make up: supervisord, nginx, ${summariseInstances(system)}, Redis, Kafka mock cluster (3 brokers)`

@@ -110,7 +110,7 @@ function runUp(args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promi
  * Instance counts come from the environment as for `make up`
  * (GATEWAY=.. WEBHOOKS=.. ACTIVITY=.. STREAM=.. ACCOUNT_HISTORY=..).
  */
-export async function startUp(workDir: string, profileDir: string | undefined): Promise<System> {
+export async function startUp(workDir: string, profileDir: string | undefined, onStop: (stop: () => Promise<void>) => void): Promise<System> {
   const runDir = path.join(workDir, 'run')
   fs.mkdirSync(runDir, { recursive: true })
   const token = newToken()
@@ -124,6 +124,8 @@ export async function startUp(workDir: string, profileDir: string | undefined): 
     stopped = true
     await runUp(['down'], { ...plainEnv, ...(process.env.NODE_OPTIONS ? { NODE_OPTIONS: process.env.NODE_OPTIONS } : {}) }, 120_000)
   }
+  // Registered before `up` runs: a Ctrl-C while it starts still ends in `up.js down`.
+  onStop(stop)
   // supervisord's environment is up.js's, so with profiling up.js runs with the flags too (one small extra profile).
   // Ten processes starting at once on a busy 2-core machine: up.js waits up to UP_WAIT_MS (3 min here) for each to be ready.
   const started = await runUp(['up'], env, 300_000).catch((err: Error) => ({ code: 1, out: err.message }))
@@ -160,7 +162,7 @@ export async function startUp(workDir: string, profileDir: string | undefined): 
 }
 
 /** `make run`: every service in one process, memory bus, memory store journaled to a temporary DATA_DIR. */
-export async function startEmbedded(workDir: string, profileDir: string | undefined): Promise<System> {
+export async function startEmbedded(workDir: string, profileDir: string | undefined, onStop: (stop: () => Promise<void>) => void): Promise<System> {
   const port = await freePort()
   const token = newToken()
   const main = fromSource ? path.join(root, 'services', 'embedded', 'main.ts') : path.join(root, 'dist', 'services', 'embedded', 'main.js')
@@ -181,6 +183,7 @@ export async function startEmbedded(workDir: string, profileDir: string | undefi
     await exited
     clearTimeout(timer)
   }
+  onStop(stop)
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`embedded not ready within 90 s: ${out}`)), 90_000)
