@@ -77,8 +77,11 @@ export async function generate(): Promise<string> {
     format: true,
     style: { singleQuote: true, semi: false, printWidth: 120 }
   })
-  // The empty root interface carries no information; an open object schema means "some object", not `{}`.
-  return ts.replace(/export interface SchemaTypesRoot \{\}\n\n?/, '').replace(/: \{\}(\[\])?(?=\s*[\n|;])/g, ': Record<string, unknown>$1')
+  // An empty interface (the root, or a schema file that only holds definitions) carries no information;
+  // an open object schema means "some object", not `{}`.
+  return ts
+    .replace(/(\/\*\*\n(?: \*.*\n)* \*\/\n)?export interface \w+ \{\}\n\n?/g, '')
+    .replace(/: \{\}(\[\])?(?=\s*[\n|;])/g, ': Record<string, unknown>$1')
 }
 
 async function main(): Promise<void> {

@@ -514,13 +514,6 @@ export interface Filter {
   direction?: string
 }
 /**
- * Query and response of the usage report, after the public OpenAPI (Get2UsageTweetsResponse, Usage, ClientAppUsage, UsageFields). Counts are integers as that document types them. `usage.fields` is a comma-separated list checked by the route, so its error names the accepted values.
- *
- * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
- * via the `definition` "HttpUsageTweets".
- */
-export interface HttpUsageTweets {}
-/**
  * This interface was referenced by `HttpUsageTweets`'s JSON-Schema
  * via the `definition` "UsageDay".
  */
