@@ -41,12 +41,31 @@ function operatorToken(): string {
   return token
 }
 
+/**
+ * Ports handed out by this `up`. A probed port is released before its process
+ * binds it, so the kernel may offer it again to the next probe: each port is
+ * given to one process only (two instances once got the same one).
+ */
+const givenPorts = new Set<number>()
+
+async function distinctFreePort(): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = await freePort()
+    if (!givenPorts.has(port)) {
+      givenPorts.add(port)
+      return port
+    }
+  }
+  throw new Error('no free loopback port distinct from those already given')
+}
+
 /** A port setting; 0 = a free port probed now (nginx and Redis cannot report one they chose). */
 async function portSetting(name: string, fallback: number): Promise<number> {
   const raw = process.env[name]
   const n = raw === undefined || raw === '' ? fallback : Number(raw)
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`${name} must be a port number, got "${raw}"`)
-  return n === 0 ? freePort() : n
+  if (n !== 0) givenPorts.add(n)
+  return n === 0 ? distinctFreePort() : n
 }
 
 /** Redis on REDIS_PORT, or on a free port: a probed port taken before Redis binds it is retried with another. */
@@ -137,8 +156,8 @@ async function up(): Promise<number> {
       if (!fs.existsSync(main)) throw new Error(`${path.relative(root, main)} is missing: \`make build\` first`)
       for (let i = 1; i <= instances; i++) {
         const instance = instances > 1 ? `${name}-${i}` : name
-        const port = await freePort()
-        const sandboxPort = name === 'gateway' ? await freePort() : 0
+        const port = await distinctFreePort()
+        const sandboxPort = name === 'gateway' ? await distinctFreePort() : 0
         const log = path.join(logDir, `${instance}.log`)
         programs.push({ name: instance, command: [process.execPath, main], directory: root, env: instanceEnv({ service: name, instance, port, sandboxPort, dataDir: path.join(runDir, 'data', instance) }), log, priority: 100, stopWaitSecs: grace })
         supervised.push({ name: instance, kind: 'service', service: name, pid: 0, signature: main, supervised: true, port, ...(sandboxPort ? { sandboxPort } : {}), log })
