@@ -18,7 +18,7 @@ import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { partitionFor } from '../../services/common/bus/partitioner'
+import { keysCoveringPartitions } from '../../services/common/bus/partitioner'
 import { loadTopics, projectRoot } from '../../services/common/bus/topics'
 import { TOPICS } from '../../services/common/bus/types'
 import { newNumericId } from '../../services/common/ids'
@@ -239,16 +239,7 @@ export interface Customer {
  */
 function usersCoveringPartitions(first: string, atLeast: number): string[] {
   const partitions = loadTopics().topics.find((x) => x.name === TOPICS.activityEvents)?.partitions ?? 1
-  const users = [first]
-  const covered = new Set([partitionFor(first, partitions)])
-  while (covered.size < partitions || users.length < atLeast) {
-    const id = newNumericId()
-    const partition = partitionFor(id, partitions)
-    if (covered.has(partition) && users.length >= atLeast) continue
-    covered.add(partition)
-    users.push(id)
-  }
-  return users
+  return keysCoveringPartitions(first, atLeast, partitions, newNumericId)
 }
 
 /** App, user, bearer; the webhook is registered by `registerWebhook` once the receiver (which needs the secret) listens. */

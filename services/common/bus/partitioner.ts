@@ -35,3 +35,22 @@ export function murmur2(data: Buffer): number {
 export function partitionFor(key: string, partitions: number): number {
   return (murmur2(Buffer.from(key)) & 0x7fffffff) % partitions
 }
+
+/**
+ * `first` plus as many keys from `newKey` as it takes for the keys to land on
+ * every one of `partitions` (and at least `atLeast` keys in all): load keyed
+ * by them reaches every consumer of a group, whichever partitions it owns
+ * (fault tests and benchmarks).
+ */
+export function keysCoveringPartitions(first: string, atLeast: number, partitions: number, newKey: () => string): string[] {
+  const keys = [first]
+  const covered = new Set([partitionFor(first, partitions)])
+  while (covered.size < partitions || keys.length < atLeast) {
+    const key = newKey()
+    const partition = partitionFor(key, partitions)
+    if (covered.has(partition) && keys.length >= atLeast) continue
+    covered.add(partition)
+    keys.push(key)
+  }
+  return keys
+}

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto'
 import OAuth from 'oauth-1.0a'
 import type { Test } from 'tap'
 import type { AccessToken, App, User } from '../../../services/common/auth/records'
-import { partitionFor } from '../../../services/common/bus/partitioner'
+import { keysCoveringPartitions, partitionFor } from '../../../services/common/bus/partitioner'
 import { loadTopics } from '../../../services/common/bus/topics'
 import { TOPICS } from '../../../services/common/bus/types'
 import { newNumericId } from '../../../services/common/ids'
@@ -69,18 +69,8 @@ function oauth1Header(method: string, url: string, app: App, token: AccessToken)
  * their events gives every matcher work, whichever partitions it owns.
  */
 export function usersCoveringPartitions(first: string, atLeast: number): string[] {
-  const spec = loadTopics().topics.find((x) => x.name === TOPICS.activityEvents)
-  const partitions = spec?.partitions ?? 1
-  const users = [first]
-  const covered = new Set([partitionFor(first, partitions)])
-  while (covered.size < partitions || users.length < atLeast) {
-    const id = newNumericId()
-    const partition = partitionFor(id, partitions)
-    if (covered.has(partition) && users.length >= atLeast) continue
-    covered.add(partition)
-    users.push(id)
-  }
-  return users
+  const partitions = loadTopics().topics.find((x) => x.name === TOPICS.activityEvents)?.partitions ?? 1
+  return keysCoveringPartitions(first, atLeast, partitions, newNumericId)
 }
 
 function first(urls: string[], service: string): string {
