@@ -5,7 +5,7 @@ NODE ?= node
 APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg nginx supervisor
 CLI := $(NODE) dist/services/cli.js
 
-.PHONY: nginx-conf types types-check readme help deps deps-npm deps-system build run test test-only lint walls typecheck bench bench-distributed up down status topics lag \
+.PHONY: nginx-conf types types-check schema-types-check readme help deps deps-npm deps-system build run test test-only lint walls typecheck bench bench-distributed up down status topics lag \
         app app-caps user account webhooks replay publish deliveries resend clean config-doc console console-link
 
 help: ## list the targets
@@ -45,6 +45,9 @@ walls: ## dependency-cruiser (.dependency-cruiser.mjs): a service imports only i
 	@npx depcruise --config .dependency-cruiser.mjs --output-type err services
 
 types-check: build
+	@$(MAKE) --no-print-directory schema-types-check
+
+schema-types-check:
 	@echo "==> schema types up to date"
 	@$(NODE) dist/scripts/gen-types.js --check
 
@@ -52,7 +55,10 @@ typecheck: deps-npm ## tsc --noEmit over sources, tests and benchmarks
 	@echo "==> typecheck"
 	@npx tsc -p tsconfig.json --noEmit
 
-test: deps build lint typecheck types-check test-only ## install what is missing, build, lint, typecheck, run every test
+# The checks after the build are independent single-threaded jobs: run side by side (output kept per target).
+test: deps build ## install what is missing, build, lint, typecheck, run every test
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck schema-types-check
+	@$(MAKE) --no-print-directory test-only
 
 test-only: ## run the tap suite (real Redis and Kafka mock cluster started by test/support)
 	@bash scripts/run-tests.sh

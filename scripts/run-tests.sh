@@ -2,18 +2,19 @@
 # Runs the tap suite and ends with the plain summary line CI reads:
 #   N passed, N failed
 #
-# tap starts files in alphabetical order, so the two long system fault tests
-# (each a whole `make up` with kills, 2-3 minutes) would start last and run
-# on alone at the end. They run instead in a second tap process from the
-# start, one after the other, beside the rest of the suite (2 jobs): the
-# suite's wall time is about the rest's, not the rest's plus theirs.
+# tap starts files in alphabetical order, so the long system tests (the
+# fault tests and `make up`, each a whole system with kills, 1-2 minutes;
+# the fuzz) would start last and run on alone at the end. They run instead in
+# a second tap process from the start, one after the other, beside the rest
+# of the suite (TEST_JOBS, default 3): the suite's wall time is about the
+# rest's, not the rest's plus theirs.
 # Arguments (test files) run everything named in one tap process instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
-LONG=(test/system/faults-processes.test.ts test/system/faults-infra.test.ts)
+LONG=(test/system/faults-processes.test.ts test/system/faults-infra.test.ts test/common/up.test.ts test/system/fuzz.test.ts)
 
 # tap's last line: "# { total: 40, pass: 38, fail: 1, skip: 1 }"
 count() {
@@ -35,7 +36,7 @@ else
   done < <(find test -name '*.test.ts' | sort)
   npx tap --jobs=1 "${LONG[@]}" >"$logs/long.log" 2>&1 &
   long_pid=$!
-  npx tap "${rest[@]}" 2>&1 | tee "$logs/main.log"
+  npx tap --jobs="${TEST_JOBS:-3}" "${rest[@]}" 2>&1 | tee "$logs/main.log"
   main_status=${PIPESTATUS[0]}
   wait "$long_pid"
   long_status=$?
