@@ -3,6 +3,7 @@ import { TOPICS } from '../../services/common/bus/types'
 import { newNumericId } from '../../services/common/ids'
 import type { Runtime } from '../../services/common/runtime'
 import { eventually, startTestRuntime } from '../helper'
+import { ingestActivities } from '../../services/gateway/ads/audiences/insights'
 import { caller, errorOf, gatewayWithWorkers } from './audiences-fixtures'
 import { createAdsIdentity } from './helper'
 
@@ -152,4 +153,45 @@ t.test('keyword insights: parameter rules', async (t) => {
   t.equal(ok.json<{ data: { tweet_volume: number[] } }>().data.tweet_volume.length, 7)
   const unauthenticated = await fetch(`${rt.baseUrl}/12/insights/keywords/search?granularity=DAY&keywords=a&start_time=${start}`)
   t.equal(unauthenticated.status, 401)
+})
+
+t.test('keyword insights ingest: a batch of events is one read and one store batch, in order (a post created and deleted in one batch is gone)', async (t) => {
+  const rt = await startTestRuntime(t, { services: [] })
+  const store = rt.ctx.store
+  const calls: string[] = []
+  const counted = new Proxy(store, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown
+      if (typeof value !== 'function') return value
+      return (...args: unknown[]) => {
+        calls.push(String(prop))
+        return (value as (...a: unknown[]) => unknown).apply(target, args)
+      }
+    }
+  })
+  const ctx = { ...rt.ctx, store: counted } as typeof rt.ctx
+  const at = Date.now() - HOUR
+  const event = (type: string, id: string, text = ''): Parameters<typeof ingestActivities>[1][number] => ({
+    event_type: type,
+    user_id: '1234567890',
+    created_at: new Date(at).toISOString(),
+    payload: { id, text, created_at: new Date(at).toISOString() }
+  })
+  const [kept, gone, earlier] = [newNumericId(), newNumericId(), newNumericId()]
+  await ingestActivities(ctx, [event('post.create', earlier, 'filed before')])
+  calls.length = 0
+  await ingestActivities(ctx, [
+    event('post.create', kept, 'kept post'),
+    event('post.create', gone, 'short lived'),
+    event('post.delete', gone),
+    event('post.delete', earlier),
+    event('profile.update', kept),
+    event('post.delete', newNumericId())
+  ])
+  t.same(calls, ['mget', 'batch'], 'one read of the deleted posts, one store batch')
+  const hour = Math.floor(at / HOUR)
+  const filed = await store.hgetall(`ads:insights:hour:${hour}`)
+  t.same(Object.keys(filed).sort(), [kept], 'the kept post is filed; the posts deleted in the batch (one created in it) are not')
+  t.equal(await store.get(`ads:insights:post:${gone}`), undefined)
+  t.equal(await store.get(`ads:insights:post:${earlier}`), undefined)
 })

@@ -57,34 +57,63 @@ export function countryOf(event: ActivityEvent): string | null {
   return typeof code === 'string' && /^[A-Za-z]{2}$/.test(code) ? code.toUpperCase() : null
 }
 
-/** Files a post.create in the corpus / drops a deleted post; other events are ignored. */
-export async function ingestActivity(ctx: ServiceContext, event: ActivityEvent, now = Date.now()): Promise<void> {
-  const retention = ctx.config.insightsRetentionMs
-  if (event.event_type === 'post.delete') {
-    const id = String(event.payload.id ?? '')
-    const hour = await ctx.store.get(postKey(id))
-    if (hour !== undefined) await ctx.store.batch([{ op: 'hdel', key: hourKey(Number(hour)), fields: [id] }, { op: 'del', key: postKey(id) }])
-    return
-  }
-  if (event.event_type !== 'post.create') return
+/** A post.create's corpus writes, or undefined when the event files nothing (bad id or time, past the retention). */
+function corpusWrites(event: ActivityEvent, retention: number, now: number): { id: string; hour: number; ops: StoreOp[] } | undefined {
   const id = String(event.payload.id ?? '')
-  if (!/^[0-9]{1,19}$/.test(id)) return
+  if (!/^[0-9]{1,19}$/.test(id)) return undefined
   const createdRaw = typeof event.payload.created_at === 'string' ? event.payload.created_at : event.created_at
   const at = Date.parse(createdRaw)
-  if (Number.isNaN(at)) return
+  if (Number.isNaN(at)) return undefined
   const hour = Math.floor(at / HOUR_MS)
   const ttl = (hour + 1) * HOUR_MS + retention - now
-  if (ttl <= 0) return
+  if (ttl <= 0) return undefined
   const note = (event.payload.note_tweet as { text?: unknown } | undefined)?.text
   const text = typeof note === 'string' && note.length > 0 ? note : String(event.payload.text ?? '')
   const terms = postTerms(text)
   const post: CorpusPost = { p: terms.plain, t: terms.terms, c: countryOf(event), at }
-  const ops: StoreOp[] = [
-    { op: 'hset', key: hourKey(hour), fields: { [id]: JSON.stringify(post) } },
-    { op: 'pexpire', key: hourKey(hour), ttlMs: ttl },
-    { op: 'set', key: postKey(id), value: String(hour), ttlMs: ttl }
-  ]
-  await ctx.store.batch(ops)
+  return {
+    id,
+    hour,
+    ops: [
+      { op: 'hset', key: hourKey(hour), fields: { [id]: JSON.stringify(post) } },
+      { op: 'pexpire', key: hourKey(hour), ttlMs: ttl },
+      { op: 'set', key: postKey(id), value: String(hour), ttlMs: ttl }
+    ]
+  }
+}
+
+/**
+ * Files a batch of events in the corpus, in order: post.create files the
+ * post, post.delete drops it (also one created earlier in the same batch);
+ * other events are ignored. One read of the deleted posts' hours and one
+ * store batch for the whole batch: never a round trip per event.
+ */
+export async function ingestActivities(ctx: ServiceContext, events: ActivityEvent[], now = Date.now()): Promise<void> {
+  const retention = ctx.config.insightsRetentionMs
+  const deletedIds = [...new Set(events.filter((e) => e.event_type === 'post.delete').map((e) => String(e.payload.id ?? '')))]
+  const storedHours = deletedIds.length > 0 ? await ctx.store.mget(deletedIds.map(postKey)) : []
+  const hourOf = new Map<string, number | undefined>(deletedIds.map((id, i) => [id, storedHours[i] === undefined ? undefined : Number(storedHours[i])]))
+  const ops: StoreOp[] = []
+  for (const event of events) {
+    if (event.event_type === 'post.delete') {
+      const id = String(event.payload.id ?? '')
+      const hour = hourOf.get(id)
+      if (hour === undefined) continue
+      ops.push({ op: 'hdel', key: hourKey(hour), fields: [id] }, { op: 'del', key: postKey(id) })
+      hourOf.set(id, undefined)
+    } else if (event.event_type === 'post.create') {
+      const filed = corpusWrites(event, retention, now)
+      if (!filed) continue
+      ops.push(...filed.ops)
+      hourOf.set(filed.id, filed.hour)
+    }
+  }
+  if (ops.length > 0) await ctx.store.batch(ops)
+}
+
+/** Files one event (ingestActivities of a batch of one). */
+export async function ingestActivity(ctx: ServiceContext, event: ActivityEvent, now = Date.now()): Promise<void> {
+  await ingestActivities(ctx, [event], now)
 }
 
 export async function startInsightsIngest(ctx: ServiceContext): Promise<Worker> {
@@ -92,10 +121,11 @@ export async function startInsightsIngest(ctx: ServiceContext): Promise<Worker> 
     groupId: INSIGHTS_GROUP,
     topics: [TOPICS.activityEvents],
     fromBeginning: true,
-    handler: async (message: BusMessage) => {
-      const event = message.value as ActivityEvent
-      if (!event || typeof event !== 'object' || typeof event.event_type !== 'string' || !event.payload) return
-      await ingestActivity(ctx, event)
+    batchHandler: async (messages: BusMessage[]) => {
+      const events = messages
+        .map((m) => m.value as ActivityEvent)
+        .filter((event) => event && typeof event === 'object' && typeof event.event_type === 'string' && event.payload && typeof event.payload === 'object')
+      if (events.length > 0) await ingestActivities(ctx, events)
     }
   })
   return { name: 'keyword-insights-ingest', close: () => consumer.close() }
