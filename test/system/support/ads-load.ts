@@ -60,6 +60,11 @@ export class AdsPostLoad {
     return this
   }
 
+  /** Posts sent and not yet answered: what a gateway killed now may hold. */
+  get inFlight(): number {
+    return this.pending.size
+  }
+
   get unacknowledged(): number {
     return this.generated - this.published.length
   }
