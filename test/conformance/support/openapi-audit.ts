@@ -20,6 +20,13 @@ import type { Exchange } from './recorder'
  * so everything else is checked as published.
  */
 
+/** The platform wraps this answer in `data`, as every other v2 answer; the document's 200 schema is the bare object. */
+function wrappedInData(name: string): (schemas: ComponentSchemas) => void {
+  return (schemas) => {
+    schemas[name] = { type: 'object', required: ['data'], properties: { data: schemas[name] } }
+  }
+}
+
 export const DEVIATIONS: Array<{ schema: string; why: string; patch: (schemas: ComponentSchemas) => void }> = [
   {
     schema: 'Error',
@@ -39,9 +46,7 @@ export const DEVIATIONS: Array<{ schema: string; why: string; patch: (schemas: C
   {
     schema: 'WebhookConfigCreateResponse',
     why: 'platform-facts §2: POST /2/webhooks answers {"data":{id,url,valid,created_at}}; the OpenAPI 200 schema is the bare object',
-    patch: (schemas) => {
-      schemas.WebhookConfigCreateResponse = { type: 'object', required: ['data'], properties: { data: schemas.WebhookConfigCreateResponse } }
-    }
+    patch: wrappedInData('WebhookConfigCreateResponse')
   },
   {
     schema: 'Get2WebhooksResponse',
@@ -54,9 +59,7 @@ export const DEVIATIONS: Array<{ schema: string; why: string; patch: (schemas: C
   {
     schema: 'ReplayJobCreateResponse',
     why: 'platform-facts §2: POST /2/webhooks/replay answers {"data":{job_id,created_at}}; the OpenAPI 200 schema is the bare object',
-    patch: (schemas) => {
-      schemas.ReplayJobCreateResponse = { type: 'object', required: ['data'], properties: { data: schemas.ReplayJobCreateResponse } }
-    }
+    patch: wrappedInData('ReplayJobCreateResponse')
   },
   {
     schema: 'MediaUploadResponse, MediaUploadAppendResponse',
