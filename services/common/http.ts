@@ -173,13 +173,21 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
   app.setNotFoundHandler((request, reply) => notFound(app, request, reply, config.problemBase))
 
   app.get('/healthz', async () => ({ status: 'ok', service: ctx.serviceName }))
-  app.get('/readyz', async (_request, reply) => {
+  // Why the instance is not ready, logged when it changes: an operator reading the log of an
+  // instance that stays out of rotation sees the reason once, not one line per probe.
+  let unreadyReason: string | undefined
+  app.get('/readyz', async (request, reply) => {
     try {
       await ctx.store.ping()
       if (options.ready) await options.ready()
+      if (unreadyReason !== undefined) request.log.info({ was: unreadyReason }, 'ready again')
+      unreadyReason = undefined
       return { status: 'ready', service: ctx.serviceName, store: ctx.store.kind, bus: ctx.bus.kind }
     } catch (err) {
-      return reply.code(503).send({ status: 'unavailable', service: ctx.serviceName, reason: (err as Error).message })
+      const reason = (err as Error).message
+      if (reason !== unreadyReason) request.log.warn({ reason }, 'not ready')
+      unreadyReason = reason
+      return reply.code(503).send({ status: 'unavailable', service: ctx.serviceName, reason })
     }
   })
   app.get('/metrics', async (_request, reply) => {

@@ -47,6 +47,15 @@ export interface UpSystem extends SystemView {
   waitBack(name: string, killedPid: number, timeoutMs?: number): Promise<number>
 }
 
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
 export async function startUpSystem(t: Test, env: Record<string, string>): Promise<UpSystem> {
   if (!fs.existsSync(upJs)) throw new Error(`${path.relative(root, upJs)} is missing: run \`make build\` first (make test does)`)
   const runDir = tempDir(t, 'gw-up-faults-')
@@ -98,6 +107,11 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
     const s = await status(name)
     return s?.state === 'RUNNING' ? s.pid : undefined
   }
+  // The mock cluster is not supervised: whether it is still alive is the first thing to know.
+  const diagnostics = (lines = 25): string =>
+    [...state.processes.filter((p) => p.supervised || p.kind === 'kafka'), { name: 'supervisord', kind: 'supervisor', pid: 0, log: files.log }]
+      .map((p) => `== ${p.name}${p.kind === 'kafka' ? (alive(p.pid) ? ' (alive)' : ' (DEAD)') : ''}\n${logTail(p.log, lines)}`)
+      .join('\n')
   return {
     state,
     store,
@@ -116,12 +130,20 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
     async waitBack(name, killedPid, timeoutMs = 60_000) {
       const from = Date.now()
       const p = record(name)
+      let last = 'not running'
       while (Date.now() - from < timeoutMs) {
         const pid = await pidOf(name)
-        if (pid !== undefined && pid !== killedPid && (await fetch(`http://127.0.0.1:${p.port}/readyz`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false))) return Date.now() - from
+        if (pid !== undefined && pid !== killedPid) {
+          const answer = await fetch(`http://127.0.0.1:${p.port}/readyz`, { signal: AbortSignal.timeout(1000) }).then(
+            async (r) => ({ ok: r.ok, text: `${r.status} ${await r.text()}` }),
+            (err: Error) => ({ ok: false, text: err.message })
+          )
+          if (answer.ok) return Date.now() - from
+          last = `pid ${pid}: /readyz ${answer.text}`
+        } else last = pid === undefined ? 'not running' : 'still the killed pid'
         await new Promise((r) => setTimeout(r, 100))
       }
-      throw new Error(`${name} not back within ${timeoutMs} ms; log:\n${logTail(p.log, 30)}`)
+      throw new Error(`${name} not back within ${timeoutMs} ms (last: ${last}); log:\n${logTail(p.log, 30)}\n${diagnostics(8)}`)
     },
     // Every exit supervisord saw that was not one of our kills.
     crashes() {
@@ -130,6 +152,6 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
       for (const m of log.matchAll(/ exited: (\S+) \(([^)]*)\)/g)) exits.set(m[1] as string, (exits.get(m[1] as string) ?? 0) + 1)
       return [...exits].filter(([name, n]) => n > (kills.get(name) ?? 0)).map(([name, n]) => `${name} exited ${n - (kills.get(name) ?? 0)} time(s) on its own`)
     },
-    diagnostics: (lines = 25) => [...state.processes.filter((p) => p.supervised), { name: 'supervisord', log: files.log }].map((p) => `== ${p.name}\n${logTail(p.log, lines)}`).join('\n')
+    diagnostics
   }
 }
