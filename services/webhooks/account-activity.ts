@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { Store } from '../common/store/types'
 import { withLock } from './app-lock'
+import type { NewDelivery } from './intake'
 import type { UsageGate } from './usage-gate'
 import { WebhookKeys } from './keys'
 import { type ActivityEventMessage, eventTime } from './messages'
@@ -129,27 +130,54 @@ export class AccountActivity {
 
   /** Routes one activity event to every webhook its user is subscribed to. */
   async onEvent(event: ActivityEventMessage): Promise<number> {
-    const webhookIds = await this.store.smembers(WebhookKeys.userWebhooks(event.user_id))
-    let routed = 0
-    for (const webhookId of webhookIds) {
-      const webhook = await this.registry.get(webhookId)
-      if (!webhook) {
-        await this.store.srem(WebhookKeys.userWebhooks(event.user_id), webhookId)
-        continue
+    return this.onEvents([event])
+  }
+
+  /**
+   * Routes a batch of activity events (one partition's, in order) to the
+   * webhooks their users are subscribed to: the users' webhook sets in one
+   * pipelined read, the webhooks they name in another, and every delivery
+   * through the usage gate and the engine as one batch (one store write
+   * batch), in event order. Most events have no Account Activity
+   * subscriber at all: they cost one SMEMBERS answer in a pipeline.
+   */
+  async onEvents(events: ActivityEventMessage[]): Promise<number> {
+    if (events.length === 0) return 0
+    const users = [...new Set(events.map((e) => e.user_id))]
+    const sets = await Promise.all(users.map((u) => this.store.smembers(WebhookKeys.userWebhooks(u))))
+    const webhooksOf = new Map(users.map((u, i) => [u, sets[i] as string[]]))
+    const ids = [...new Set(sets.flat())]
+    if (ids.length === 0) return 0
+    const found = await Promise.all(ids.map((id) => this.registry.get(id)))
+    const webhookById = new Map(ids.map((id, i) => [id, found[i]]))
+    // A user still indexed under a deleted webhook: the index entry goes (once per batch).
+    const stale = new Map<string, string[]>()
+    const list: NewDelivery[] = []
+    const now = Date.now()
+    for (const event of events) {
+      for (const webhookId of webhooksOf.get(event.user_id) ?? []) {
+        const webhook = webhookById.get(webhookId)
+        if (!webhook) {
+          const gone = stale.get(event.user_id) ?? []
+          if (!gone.includes(webhookId)) stale.set(event.user_id, [...gone, webhookId])
+          continue
+        }
+        list.push({
+          delivery_id: accountActivityDeliveryId(event.event_uuid, webhookId),
+          webhook_id: webhookId,
+          app_id: webhook.app_id,
+          source: 'account-activity',
+          event_uuid: event.event_uuid,
+          for_user_id: event.user_id,
+          body: accountActivityBody(event, event.user_id),
+          event_time: eventTime(event.created_at, now)
+        })
       }
-      const [result] = await this.intake.take([{
-        delivery_id: accountActivityDeliveryId(event.event_uuid, webhookId),
-        webhook_id: webhookId,
-        app_id: webhook.app_id,
-        source: 'account-activity',
-        event_uuid: event.event_uuid,
-        for_user_id: event.user_id,
-        body: accountActivityBody(event, event.user_id),
-        event_time: eventTime(event.created_at, Date.now())
-      }])
-      if (result === 'accepted' || result === 'held') routed++
     }
-    if (routed > 0) this.log.debug({ event_uuid: event.event_uuid, user_id: event.user_id, routed }, 'account activity event routed')
+    const results = list.length > 0 ? await this.intake.take(list) : []
+    if (stale.size > 0) await Promise.all([...stale].map(([userId, gone]) => this.store.srem(WebhookKeys.userWebhooks(userId), ...gone)))
+    const routed = results.filter((r) => r === 'accepted' || r === 'held').length
+    if (routed > 0) this.log.debug({ events: events.length, routed }, 'account activity events routed')
     return routed
   }
 }

@@ -2,7 +2,7 @@ import { TOPICS, type BusMessage, type Consumer } from '../common/bus/types'
 import type { Worker } from '../common/service'
 import type { WebhooksCore } from './core'
 import type { NewDelivery } from './delivery'
-import { eventTime, isActivityDelivery, isActivityEvent } from './messages'
+import { type ActivityEventMessage, eventTime, isActivityDelivery, isActivityEvent } from './messages'
 import { PollingWorker } from './polling'
 
 /**
@@ -10,8 +10,9 @@ import { PollingWorker } from './polling'
  *  - `webhooks-delivery` group on `activity.deliveries`, a batch at a time:
  *    deliveries that name a webhook become durable deliveries (the offset is
  *    committed once the batch's records and schedule entries are stored);
- *  - `webhooks-account-activity` group on `activity.events`: events of users
- *    subscribed through Account Activity become deliveries too;
+ *  - `webhooks-account-activity` group on `activity.events`, a batch at a
+ *    time too: events of users subscribed through Account Activity become
+ *    deliveries (one pipelined read of the batch's users, one intake batch);
  *  - the retry scheduler, the periodic CRC, and housekeeping (log trimming,
  *    replay jobs orphaned by a dead process).
  */
@@ -52,19 +53,21 @@ export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
     if (accepted.length > 0) await core.usage.take(accepted)
   }
 
-  const onEvent = async (message: BusMessage): Promise<void> => {
-    const v = message.value
-    if (!isActivityEvent(v)) {
-      log.warn({ topic: message.topic, partition: message.partition, offset: message.offset }, 'unusable activity.events message skipped')
-      return
+  // Account Activity: a batch of events routed together (account-activity.ts onEvents).
+  const onEvents = async (messages: BusMessage[]): Promise<void> => {
+    const events: ActivityEventMessage[] = []
+    for (const message of messages) {
+      const v = message.value
+      if (isActivityEvent(v)) events.push(v)
+      else log.warn({ topic: message.topic, partition: message.partition, offset: message.offset }, 'unusable activity.events message skipped')
     }
-    await accountActivity.onEvent(v)
+    await accountActivity.onEvents(events)
   }
 
   // Both groups join at once: on Kafka a join takes seconds (the group's rebalance delay), and they are independent.
   const joined = await Promise.allSettled([
     ctx.bus.subscribe({ groupId: DELIVERY_GROUP, topics: [TOPICS.activityDeliveries], batchHandler: onDeliveries, maxBatch: DELIVERY_BATCH }),
-    ctx.bus.subscribe({ groupId: ACCOUNT_ACTIVITY_GROUP, topics: [TOPICS.activityEvents], handler: onEvent })
+    ctx.bus.subscribe({ groupId: ACCOUNT_ACTIVITY_GROUP, topics: [TOPICS.activityEvents], batchHandler: onEvents, maxBatch: DELIVERY_BATCH })
   ])
   const consumers: Consumer[] = joined.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))
   const refused = joined.find((r): r is PromiseRejectedResult => r.status === 'rejected')

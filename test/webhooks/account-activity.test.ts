@@ -180,3 +180,29 @@ t.test("a subscribed user's activity is delivered in the Account Activity format
   t.equal((await bearerRequest('DELETE', `${rt.baseUrl}/2/webhooks/${webhookId}`, id.bearer)).status, 200)
   t.same(await rt.ctx.store.smembers(WebhookKeys.userWebhooks(alice.user.id)), [], 'the user index forgets a deleted webhook')
 })
+
+t.test('a burst of events is routed a batch at a time: every subscribed event once, a stale index entry dropped', async (t) => {
+  const rt = await startWebhooks(t, { env: { WEBHOOK_CONCURRENCY: '1' } })
+  const { id, webhookId, receiver } = await registerWebhook(t, rt)
+  const alice = await createIdentity(rt.ctx.store, { app: id.app })
+  const bob = await createIdentity(rt.ctx.store, { app: id.app })
+  const stranger = '1234567890124'
+  t.equal((await oauth1Request('POST', subscriptionsUrl(rt, webhookId), alice)).status, 200)
+  t.equal((await oauth1Request('POST', subscriptionsUrl(rt, webhookId), bob)).status, 200)
+  // The index still names a webhook that no longer exists (deleted by a process that died before cleaning up).
+  await rt.ctx.store.sadd(WebhookKeys.userWebhooks(alice.user.id), '999999999999999999')
+
+  // Published back to back under one key, so they sit in one partition and are consumed in batches.
+  const users = [alice.user.id, bob.user.id, stranger]
+  const burst = Array.from({ length: 90 }, (_, i) => postCreate(users[i % 3] as string, `burst ${i}`))
+  await Promise.all(burst.map((e) => publishEvent(rt, e, 'one-key')))
+  const expected = burst.filter((e) => e.user_id !== stranger).map((e) => e.event_uuid)
+  await eventually(() => receiver.accepted.length >= expected.length, 15_000)
+  const delivered = receiver.posts.map((p) => p.json.event_uuid)
+  // Not compared in order: 60 deliveries overflow a lane of one (32 queued), and what overflows comes back through the schedule.
+  t.same([...delivered].sort(), [...expected].sort(), 'every event of a subscribed user exactly once')
+  t.ok(receiver.posts.every((p) => p.signatureValid), 'every body is signed')
+  t.ok(receiver.posts.every((p, i) => p.json.for_user_id === burst.find((e) => e.event_uuid === delivered[i])?.user_id), 'each body is for its own user')
+  t.same(await rt.ctx.store.smembers(WebhookKeys.userWebhooks(alice.user.id)), [webhookId], 'the stale webhook id left the user index')
+  t.equal(await rt.ctx.store.zcard(WebhookKeys.log(webhookId)), expected.length, 'nothing logged for the unsubscribed user')
+})
