@@ -4,8 +4,8 @@ import type { HttpOutcome } from './http-client'
 import { WebhookKeys } from './keys'
 
 /**
- * What the console shows of delivery attempts, written in one store batch
- * per attempt next to the delivery log:
+ * What the console shows of delivery attempts, written in the same store
+ * batch as the attempt's outcome (the delivery record and its schedule):
  *  - each attempt of a delivery (time, status code, the start of the
  *    answer's body, timing), kept as long as the delivery's record;
  *  - the app's tail of recent attempts (the live tail reads it, so it works
@@ -128,14 +128,17 @@ export class AttemptLog {
     ]
   }
 
-  /** Records one attempt; a failure to record never fails the delivery. */
+  /** Records one attempt on its own (the delivery engine batches ops() with the record's own writes instead). */
   async record(record: DeliveryRecord, out: HttpOutcome, now = Date.now()): Promise<void> {
     await this.store.batch(this.ops(record, out, now))
-    // The tail keeps minutes, not history: trimmed every so often by whoever writes.
-    if (++this.writes % 100 === 1) {
-      const old = await this.store.zrangeByScore(WebhookKeys.tail(record.app_id), 0, now - TAIL_KEEP_MS, { limit: 5000 })
-      if (old.length > 0) await this.store.zrem(WebhookKeys.tail(record.app_id), ...old.map((m) => m.member))
-    }
+    await this.trimTail(record.app_id, now)
+  }
+
+  /** The tail keeps minutes, not history: trimmed every hundredth write by whoever writes. */
+  async trimTail(appId: string, now = Date.now()): Promise<void> {
+    if (++this.writes % 100 !== 1) return
+    const old = await this.store.zrangeByScore(WebhookKeys.tail(appId), 0, now - TAIL_KEEP_MS, { limit: 5000 })
+    if (old.length > 0) await this.store.zrem(WebhookKeys.tail(appId), ...old.map((m) => m.member))
   }
 
   async attempts(deliveryId: string): Promise<AttemptEntry[]> {

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino'
 import { AuthKeys, type App } from '../common/auth/records'
 import { TOPICS, type Bus } from '../common/bus/types'
-import type { Store } from '../common/store/types'
+import { WriteCoalescer } from '../common/store/coalescer'
+import type { Store, StoreOp } from '../common/store/types'
 import { type AttemptLog, RESPONSE_BODY_KEEP } from './attempt-log'
 import type { DeliveryRecord, DeliveryStatus } from './delivery-log'
 import type { HttpOutcome, WebhookClient } from './http-client'
@@ -46,10 +47,18 @@ export interface AttemptRunnerOptions {
 }
 
 export class AttemptRunner {
+  /**
+   * An attempt's outcome (its record, its schedule entry, the console's record of it) is one
+   * set of writes; attempts settling in the same turn share one store batch.
+   */
+  private readonly writer: WriteCoalescer
+
   constructor(
     private readonly deps: AttemptRunnerDeps,
     private readonly options: AttemptRunnerOptions
-  ) {}
+  ) {
+    this.writer = new WriteCoalescer(deps.store)
+  }
 
   count(outcome: DeliveryOutcome): void {
     this.deps.metrics.deliveries.inc({ outcome })
@@ -74,8 +83,10 @@ export class AttemptRunner {
     }
     await lease()
     const out = await this.post(webhook, app, record.body)
-    await this.deps.attempts?.record(record, out).catch((err: unknown) => this.deps.logger.warn({ err, delivery_id: record.delivery_id }, 'could not record the attempt for the console'))
-    await this.settle(record, webhook, out)
+    // Before settle() counts the attempt: the entry is numbered record.attempts + 1.
+    const logged = this.deps.attempts?.ops(record, out) ?? []
+    await this.settle(record, webhook, out, logged)
+    await this.deps.attempts?.trimTail(record.app_id).catch((err: unknown) => this.deps.logger.warn({ err, app_id: record.app_id }, 'could not trim the console tail of attempts'))
   }
 
   /** One signed POST of `body` to the webhook (also used by replays). */
@@ -102,12 +113,13 @@ export class AttemptRunner {
     this.count('gone')
   }
 
-  private async settle(record: DeliveryRecord, webhook: Webhook, out: HttpOutcome): Promise<void> {
+  /** `logged`: the console's record of this attempt, written with the outcome. */
+  private async settle(record: DeliveryRecord, webhook: Webhook, out: HttpOutcome, logged: StoreOp[]): Promise<void> {
     const now = new Date().toISOString()
     record.first_attempt_at ??= now
     if (out.kind === 'response' && out.status >= 200 && out.status < 300) {
       record.attempts++
-      await this.finish(record, 'delivered', { delivered_at: now, last_attempt_at: now, last_status: out.status, last_error: undefined })
+      await this.finish(record, 'delivered', { delivered_at: now, last_attempt_at: now, last_status: out.status, last_error: undefined }, logged)
       this.count('delivered')
       return
     }
@@ -116,7 +128,7 @@ export class AttemptRunner {
       record.last_attempt_at = now
       record.last_status = 410
       await this.disableGone(webhook.id, 'a delivery')
-      await this.deadLetter(record, 'gone', { status: 410, error: 'the webhook answered 410 Gone' })
+      await this.deadLetter(record, 'gone', { status: 410, error: 'the webhook answered 410 Gone' }, logged)
       return
     }
     if (out.kind === 'response') {
@@ -125,45 +137,46 @@ export class AttemptRunner {
         const retryAfter = parseRetryAfter(out.headers['retry-after'])
         if (retryAfter !== undefined) failure.retryAfterMs = retryAfter
       }
-      await this.fail(record, failure, 'retry_scheduled')
+      await this.fail(record, failure, 'retry_scheduled', logged)
       return
     }
-    await this.fail(record, { error: out.failure === 'timeout' ? `no answer within ${this.deps.client.timeoutMs} ms` : out.message }, 'retry_scheduled')
+    await this.fail(record, { error: out.failure === 'timeout' ? `no answer within ${this.deps.client.timeoutMs} ms` : out.message }, 'retry_scheduled', logged)
   }
 
   /** Counts a failed attempt: schedules the next one, or dead-letters when the schedule is exhausted. */
-  private async fail(record: DeliveryRecord, failure: Failure, outcome: DeliveryOutcome): Promise<void> {
+  private async fail(record: DeliveryRecord, failure: Failure, outcome: DeliveryOutcome, logged: StoreOp[] = []): Promise<void> {
     const now = Date.now()
     record.attempts++
     record.last_attempt_at = new Date(now).toISOString()
     record.last_error = failure.error
     if (failure.status !== undefined) record.last_status = failure.status
     if (record.attempts >= this.options.schedule.length) {
-      await this.deadLetter(record, 'exhausted', failure)
+      await this.deadLetter(record, 'exhausted', failure, logged)
       return
     }
     const delay = failure.retryAfterMs ?? withJitter(this.options.schedule[record.attempts] ?? 0)
     record.next_attempt_at = now + delay
-    await this.deps.store.batch([
+    await this.writer.write([
+      ...logged,
       saveOp(record, this.options.retentionMs),
       { op: 'zadd', key: WebhookKeys.retries(), score: record.next_attempt_at, member: retryMember(record.webhook_id, record.delivery_id) }
     ])
     this.count(outcome)
   }
 
-  private async deadLetter(record: DeliveryRecord, reason: 'exhausted' | 'gone', failure: Failure): Promise<void> {
+  private async deadLetter(record: DeliveryRecord, reason: 'exhausted' | 'gone', failure: Failure, logged: StoreOp[] = []): Promise<void> {
     const now = new Date().toISOString()
     const event = deadLetterEvent(record, reason, failure, now)
     // Published before the record turns `failed`: a crash in between re-publishes rather than loses it.
     await this.deps.bus.publish(TOPICS.webhookDeadLetter, record.webhook_id, event)
-    await this.finish(record, 'failed', { failed_at: now, failure_reason: reason, last_error: failure.error })
+    await this.finish(record, 'failed', { failed_at: now, failure_reason: reason, last_error: failure.error }, logged)
     this.count('dead_lettered')
     this.deps.logger.warn({ delivery_id: record.delivery_id, webhook_id: record.webhook_id, attempts: record.attempts, reason }, 'delivery dead-lettered')
   }
 
-  private async finish(record: DeliveryRecord, status: DeliveryStatus, fields: Partial<DeliveryRecord>): Promise<void> {
+  private async finish(record: DeliveryRecord, status: DeliveryStatus, fields: Partial<DeliveryRecord>, logged: StoreOp[] = []): Promise<void> {
     Object.assign(record, fields, { status })
     for (const k of Object.keys(fields) as Array<keyof DeliveryRecord>) if (record[k] === undefined) delete record[k]
-    await this.deps.store.batch([saveOp(record, this.options.retentionMs), { op: 'zrem', key: WebhookKeys.retries(), members: [retryMember(record.webhook_id, record.delivery_id)] }])
+    await this.writer.write([...logged, saveOp(record, this.options.retentionMs), { op: 'zrem', key: WebhookKeys.retries(), members: [retryMember(record.webhook_id, record.delivery_id)] }])
   }
 }
