@@ -67,6 +67,8 @@ const SETTLE_S = number('BENCH_SETTLE_SECONDS', 60)
 const FOLLOWED = number('BENCH_FOLLOWED', 24)
 const MODES = (process.env.BENCH_MODES ?? 'make-up,embedded').split(',').map((s) => s.trim())
 const PROFILE_DIR = process.env.BENCH_DISTRIBUTED_PROFILE
+/** How long the idle system's CPU is sampled after the warm-up. */
+const IDLE_SAMPLE_MS = 5000
 const PUBLISH = { tickMs: number('BENCH_TICK_MS', 20), maxInFlight: number('BENCH_MAX_IN_FLIGHT', 16), maxBatch: number('BENCH_MAX_BATCH', 2000) }
 
 const now = (): number => performance.timeOrigin + performance.now()
@@ -214,7 +216,14 @@ async function run(kind: 'make-up' | 'embedded', rates: number[], phaseBase: num
     return w.unique >= warm.published && s.unique >= warm.published
   }, now() + 60_000)
   const [ww, ws] = await Promise.all([webhook.count(phaseBase), stream.count(phaseBase)])
-  const warmupNote = `warm-up: ${warm.published} events, ${ww.unique} on the webhook and ${ws.unique} on the stream${warmed ? '' : ' (not all within 60 s)'}`
+  // What the system costs doing nothing (kafkajs fetch loops and heartbeats, pollers): the share of the machine no event gets.
+  const idleFrom = await cpuSnapshot(system)
+  await sleep(IDLE_SAMPLE_MS)
+  const idle = cpuBetween(idleFrom, await cpuSnapshot(system))
+  const services = [...idle].filter(([k]) => !k.startsWith('bench'))
+  const idleTotal = services.reduce((a, [, v]) => a + v, 0) / (IDLE_SAMPLE_MS / 1000)
+  const idleNote = `idle before the first rate: ${idleTotal.toFixed(2)} cores (${services.map(([k, v]) => `${k} ${(v / (IDLE_SAMPLE_MS / 1000)).toFixed(2)}`).join(', ')})`
+  const warmupNote = `warm-up: ${warm.published} events, ${ww.unique} on the webhook and ${ws.unique} on the stream${warmed ? '' : ' (not all within 60 s)'}; ${idleNote}`
   progress(`${label}: ${warmupNote}`)
 
   const figures: RateFigures[] = []
