@@ -327,6 +327,12 @@ t.test('a Redis outage is 503 with Retry-After in each interface\'s shape, warne
   t.same(lines.filter((l) => l.msg === 'unhandled error'), [], 'no unhandled error logged')
   t.same(lines.filter((l) => l.msg === 'request' && l.level >= 50), [], 'no request line at error level')
 
+  // Out of rotation: /readyz says why, and the log says it once, not once per probe.
+  for (let i = 0; i < 3; i++) t.equal((await plainRequest('GET', `${base}/readyz`)).status, 503, 'not ready while Redis is down')
+  const unready = lines.filter((l) => l.msg === 'not ready') as Array<{ level: number; msg: string; reason?: string }>
+  t.equal(unready.length, 1, 'three failed probes, one line saying why')
+  t.match(unready[0], { level: 40, reason: /redis/i }, 'the reason names the store')
+
   await redis.start()
   await eventually(async () => (await plainRequest('GET', `${base}/2/probe-store`)).status === 200, 20_000)
   t.same((await all()).map((r) => r.status), [200, 200, 200, 200, 200], 'all answer again once Redis is back')
