@@ -5,20 +5,12 @@ import path from 'node:path'
 import t from 'tap'
 import { Kafka, logLevel } from 'kafkajs'
 import { startKafka, startRedis, redisStore } from '../support/infra'
+import { alive } from '../support/util'
 import { redisPing } from '../../scripts/local-infra'
 import { loadTopics } from '../../services/common/bus/topics'
 import { TOPICS } from '../../services/common/bus/types'
 
 /** The harness itself: real processes up, controllable, and gone afterwards. */
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 async function waitGone(pid: number, ms = 5000): Promise<boolean> {
   const deadline = Date.now() + ms

@@ -49,6 +49,11 @@ function gone(pid: number): boolean {
   }
 }
 
+/** What `up` runs with in these tests: a run directory of the test's own, ports picked by the system. */
+function upEnv(runDir: string, settings: { [name: string]: string }): NodeJS.ProcessEnv {
+  return { ...process.env, RUN_DIR: runDir, DATA_DIR: path.join(runDir, 'data'), PORT: '0', SANDBOX_PORT: '0', OPERATOR_TOKEN: 'up-test-operator-token-0123456789', ...settings }
+}
+
 t.test('instance counts come from ACTIVITY, WEBHOOKS, STREAM, GATEWAY, ACCOUNT_HISTORY', async (t) => {
   const defaults = Object.fromEntries(instanceCounts({}).map((s) => [s.name, s.instances]))
   t.same(defaults, { gateway: 2, webhooks: 2, activity: 2, stream: 2, 'account-history': 2 })
@@ -82,6 +87,26 @@ t.test('up refuses an unknown service name before starting anything', async (t) 
   t.notOk(fs.existsSync(path.join(runDir, 'state.json')), 'nothing was started')
 })
 
+t.test('up with a setting the services would refuse fails at once, naming it, and leaves nothing running', { timeout: 90_000 }, async (t) => {
+  if (!fs.existsSync(upJs)) {
+    t.fail('dist/scripts/up.js is missing')
+    return
+  }
+  const runDir = tempDir(t, 'gw-up-bad-')
+  const env = upEnv(runDir, { UP_WAIT_MS: '60000', GATEWAY: '1', ACTIVITY: '1', WEBHOOKS: '1', STREAM: '1', ACCOUNT_HISTORY: '1', WEBHOOK_TIMEOUT: 'banana' })
+  t.teardown(async () => {
+    if (fs.existsSync(path.join(runDir, 'state.json'))) await run(['down'], env, 60_000)
+  })
+  const started = Date.now()
+  const res = await run(['up'], env, 80_000)
+  const took = Date.now() - started
+  t.equal(res.code, 1, 'up exits 1')
+  t.ok(took < 30_000, `it gave up in ${took} ms, not after UP_WAIT_MS (60 s) of crash-looping services`)
+  t.match(res.out, /up failed: invalid configuration:\s+WEBHOOK_TIMEOUT must be a duration/, 'the refusal names the setting and what it takes')
+  t.match(res.out, /kafka\s+stopped[\s\S]*redis\s+stopped/, 'what it had started is stopped')
+  t.notOk(fs.existsSync(path.join(runDir, 'state.json')), 'no state left behind: nothing runs')
+})
+
 t.test('make up: services and nginx under supervisord; a killed process comes back; make down stops exactly those', { timeout: 120_000 }, async (t) => {
   if (!fs.existsSync(upJs)) {
     t.fail(`${path.relative(root, upJs)} is missing: run \`make build\` first (make test does)`)
@@ -89,12 +114,7 @@ t.test('make up: services and nginx under supervisord; a killed process comes ba
   }
   const runDir = tempDir(t, 'gw-up-')
   const token = 'up-test-operator-token-0123456789'
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    RUN_DIR: runDir,
-    DATA_DIR: path.join(runDir, 'data'),
-    PORT: '0',
-    SANDBOX_PORT: '0',
+  const env = upEnv(runDir, {
     LOG_LEVEL: 'warn',
     OPERATOR_TOKEN: token,
     UP_WAIT_MS: '45000',
@@ -105,7 +125,7 @@ t.test('make up: services and nginx under supervisord; a killed process comes ba
     STREAM: '2',
     ACCOUNT_HISTORY: '1',
     KAFKA_FETCH_MAX_WAIT: '123ms'
-  }
+  })
   const stateFile = path.join(runDir, 'state.json')
   const pids = new Set<number>()
   const readState = (): { processes: Record[]; proxy: { port: number; sandboxPort: number } } | undefined => (fs.existsSync(stateFile) ? JSON.parse(fs.readFileSync(stateFile, 'utf8')) : undefined)

@@ -35,3 +35,13 @@ export async function eventually<T>(check: () => Promise<T | undefined | false> 
     await sleep(intervalMs)
   }
 }
+
+/** Whether a process with this pid exists (signal 0: nothing is sent). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}

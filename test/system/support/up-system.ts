@@ -11,7 +11,7 @@ import type { ProcessRecord, RunState } from '../../../scripts/up'
 import { programStatus } from '../../../scripts/supervisor'
 import { createLogger } from '../../../services/common/logger'
 import { TEST_KAFKA_TIMINGS } from '../../support/infra'
-import { tempDir } from '../../support/util'
+import { alive, tempDir } from '../../support/util'
 import { SYSTEM_ENV, type SystemView } from './system'
 
 /**
@@ -45,15 +45,6 @@ export interface UpSystem extends SystemView {
   kill9(name: string): Promise<number>
   /** Waits until supervisord runs the instance again under another pid and it answers /readyz; the ms it took. */
   waitBack(name: string, killedPid: number, timeoutMs?: number): Promise<number>
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 
 export async function startUpSystem(t: Test, env: Record<string, string>): Promise<UpSystem> {
