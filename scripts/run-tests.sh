@@ -6,7 +6,7 @@
 # fault tests and `make up`, each a whole system with kills, 1-2 minutes;
 # the fuzz) would start last and run on alone at the end. They run instead in
 # a second tap process from the start, one after the other, beside the rest
-# of the suite (TEST_JOBS, default 3): the suite's wall time is about the
+# of the suite (TEST_JOBS, default 4): the suite's wall time is about the
 # rest's, not the rest's plus theirs.
 # Arguments (test files) run everything named in one tap process instead.
 set -uo pipefail
@@ -37,7 +37,7 @@ else
   # Each is a whole system on a machine the rest of the suite keeps busy: more than .taprc's per-file time.
   npx tap --jobs=1 --timeout=420 "${LONG[@]}" >"$logs/long.log" 2>&1 &
   long_pid=$!
-  npx tap --jobs="${TEST_JOBS:-3}" "${rest[@]}" 2>&1 | tee "$logs/main.log"
+  npx tap --jobs="${TEST_JOBS:-4}" "${rest[@]}" 2>&1 | tee "$logs/main.log"
   main_status=${PIPESTATUS[0]}
   wait "$long_pid"
   long_status=$?
