@@ -1,31 +1,29 @@
 import type { Consumer as KafkaConsumer, ConsumerRunConfig, EachBatchPayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs'
 import type { Logger } from 'pino'
-import { batchPlan, deadLetterValue, FailureCounter, runBatch, shouldDeadLetter, type BatchPlan } from './batch'
+import { batchPlan, deadLetterValue, FailureCounter, type BatchPlan } from './batch'
 import type { Settings } from './kafka-settings'
+import { type Entry, PartitionQueue } from './partition-queue'
 import type { BusMessage, Consumer, Headers, SubscribeOptions } from './types'
 
 /**
  * A subscription on Kafka: one kafkajs consumer, eachBatch with manual
- * resolution. A fetched partition batch is handed to the handler in chunks
- * (one message for a per-message handler, up to maxBatch for a batch
- * handler); the offset is resolved up to the durable prefix the handler
- * reports, and only resolved offsets are ever committed. Commits go out when
- * a batch ends (also when it fails, and when the consumer stops) and, within
- * a long batch, at most every COMMIT_INTERVAL_MS (commitOffsetsIfNecessary()
- * after each chunk). A commit per message would cost a broker round trip per
- * event; a commit per batch alone let a process killed in a burst (batches of
- * thousands) have everything it handled since the batch began delivered
- * again. With the interval, a crash repeats at most about a second of work
- * per partition (at least once, as the Bus contract says; handlers are
- * idempotent). When a message fails, the batch stops without resolving it:
- * kafkajs fetches a partition from its last resolved offset, so the next
- * fetch starts with the failed message again (after a growing backoff) and
- * the later messages of that partition wait behind it, until it succeeds or,
- * failing for a reason other than an outage, is dead-lettered (batch.ts).
+ * resolution and commits. A fetched partition batch is only queued
+ * (partition-queue.ts) and its offsets resolved, so kafkajs fetches on; each
+ * partition's queue drains on its own, handing the handler up to maxBatch
+ * messages at a time (one for a per-message handler), and commits only past
+ * what was handled (at most every COMMIT_INTERVAL_MS while draining, at once
+ * when closing): a crash repeats at most about a second of handled work plus
+ * what was queued (at least once, as the Bus contract says; handlers are
+ * idempotent). When a message fails, its partition waits on it (a growing
+ * backoff) until it succeeds or, failing for a reason other than an outage,
+ * is dead-lettered (batch.ts); the other partitions go on.
  */
 
 /** Longest a handled message waits for its offset commit inside a long batch (bounds redelivery after a crash). */
 const COMMIT_INTERVAL_MS = 1000
+/** A partition's queue holds this many handler calls' worth of records (at least QUEUE_MIN) before its fetching waits. */
+const QUEUE_CHUNKS = 4
+const QUEUE_MIN = 1000
 
 /** Publishes one message (the bus's producer), for the dead-letter topic. */
 export type Publish = (topic: string, key: string, value: unknown) => Promise<void>
@@ -78,6 +76,13 @@ export class KafkaBusConsumer implements Consumer {
   private crash: string | undefined
   private lastContact = 0
   onClosed: (() => void) | undefined
+  /** close() began: no more fetched batches are queued, the drains stop after their chunk in hand. */
+  private stopping = false
+  /** Each assigned partition's queue, by topic and partition. */
+  private readonly queues = new Map<string, PartitionQueue>()
+  /** Records a partition may have queued before its fetching waits (a few handler calls' worth). */
+  private readonly queueCap: number
+  private readonly queueDeps: ConstructorParameters<typeof PartitionQueue>[2]
 
   constructor(
     kafka: Kafka,
@@ -87,6 +92,19 @@ export class KafkaBusConsumer implements Consumer {
     private readonly publish: Publish
   ) {
     this.plan = batchPlan(options)
+    this.queueCap = Math.max(QUEUE_CHUNKS * this.plan.size, QUEUE_MIN)
+    this.queueDeps = {
+      plan: this.plan,
+      groupId: options.groupId,
+      log,
+      failures: this.failures,
+      retryMinMs: settings.retryMinMs,
+      retryMaxMs: settings.retryMaxMs,
+      commitIntervalMs: COMMIT_INTERVAL_MS,
+      commit: (topic, partition, offset) => this.consumer.commitOffsets([{ topic, partition, offset }]),
+      deadLetter: (message, error, attempts) => this.deadLetter(message, error, attempts),
+      stopping: () => this.stopping
+    }
     this.consumer = kafka.consumer({
       groupId: options.groupId,
       sessionTimeout: settings.sessionTimeoutMs,
@@ -115,18 +133,26 @@ export class KafkaBusConsumer implements Consumer {
       if (!event.payload.restart) this.scheduleRecovery()
     })
     // Back in a group: a later crash starts again from the shortest delay.
-    this.consumer.on(this.consumer.events.GROUP_JOIN, () => {
+    this.consumer.on(this.consumer.events.GROUP_JOIN, (event) => {
       // A restart already under way when close() ran can still join (kafkajs#1639): leave again.
       if (this.closing) {
         void this.consumer.disconnect().catch(() => undefined)
         return
+      }
+      // Partitions that went to other members: their queues go, their new owners read on from the commits.
+      const assigned = event.payload.memberAssignment
+      for (const [key, q] of this.queues) {
+        if (!(assigned[q.topic] ?? []).includes(q.partition)) {
+          q.revoke()
+          this.queues.delete(key)
+        }
       }
       this.recoveries = 0
       this.joined = true
       this.crash = undefined
       this.lastContact = Date.now()
     })
-    // An idle consumer fetches every maxWaitTime; a busy one heartbeats from its handler (see handle).
+    // An idle consumer fetches every maxWaitTime; eachBatch returns at once, so kafkajs heartbeats between fetches.
     const contact = (): void => {
       this.lastContact = Date.now()
     }
@@ -170,8 +196,8 @@ export class KafkaBusConsumer implements Consumer {
   private runConfig(): ConsumerRunConfig {
     return {
       eachBatchAutoResolve: false,
-      autoCommit: true,
-      autoCommitInterval: COMMIT_INTERVAL_MS,
+      // Commits are the partition queues' own: only past what was handled, never what was merely fetched.
+      autoCommit: false,
       partitionsConsumedConcurrently: this.settings.partitionsConsumedConcurrently,
       eachBatch: (payload) => this.eachBatch(payload)
     }
@@ -211,70 +237,29 @@ export class KafkaBusConsumer implements Consumer {
     await within(firstFetch, Math.max(2000, 4 * this.settings.maxWaitTimeMs))
   }
 
+  /** Queues a fetched partition batch and returns, so kafkajs fetches on while the queue drains (partition-queue.ts). */
   private async eachBatch(payload: EachBatchPayload): Promise<void> {
-    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload
-    const raws = batch.messages
-    let i = 0
-    while (i < raws.length) {
-      if (!isRunning() || isStale()) return
-      // The next chunk: up to plan.size decodable messages, and where each one sits in the batch.
-      const chunk: BusMessage[] = []
-      const at: number[] = []
-      let end = i
-      while (end < raws.length && chunk.length < this.plan.size) {
-        const raw = raws[end] as (typeof raws)[number]
-        const message = decode(batch.topic, batch.partition, raw)
-        // Not JSON: no producer of ours wrote it, and redelivery cannot fix it.
-        if (message === undefined) this.log.error({ topic: batch.topic, partition: batch.partition, offset: raw.offset, group: this.groupId }, 'undecodable message skipped')
-        else {
-          chunk.push(message)
-          at.push(end)
-        }
-        end++
-      }
-      const { done, error } = chunk.length > 0 ? await this.handle(chunk, heartbeat) : { done: 0, error: undefined }
-      if (error === undefined) {
-        resolveOffset((raws[end - 1] as (typeof raws)[number]).offset)
-        this.failures.clear(batch.topic, batch.partition)
-        i = end
-        await commitOffsetsIfNecessary()
-        continue
-      }
-      // The durable prefix (and undecodable messages inside it) is resolved; the failed message is not.
-      const failedAt = at[done] as number
-      if (failedAt > i) resolveOffset((raws[failedAt - 1] as (typeof raws)[number]).offset)
-      const failed = chunk[done] as BusMessage
-      const attempts = this.failures.fail(failed)
-      if (shouldDeadLetter(this.plan, attempts, error) && (await this.deadLetter(failed, error, attempts))) {
-        resolveOffset(failed.offset)
-        this.failures.clear(batch.topic, batch.partition)
-        i = failedAt + 1
-        await commitOffsetsIfNecessary()
-        continue
-      }
-      await this.backoff(failed, error, attempts, heartbeat, isRunning)
-      // Not resolved: the next fetch of this partition starts at the failed message again.
-      return
+    const { batch, resolveOffset, heartbeat, isRunning, isStale } = payload
+    if (this.stopping || isStale() || batch.messages.length === 0) return
+    const key = `${batch.topic}\u0000${batch.partition}`
+    let queue = this.queues.get(key)
+    if (!queue) {
+      queue = new PartitionQueue(batch.topic, batch.partition, this.queueDeps)
+      this.queues.set(key, queue)
     }
-    await heartbeat()
-  }
-
-  /** Runs the handler while heartbeating, so a slow handler does not cost the partition. */
-  private async handle(messages: BusMessage[], heartbeat: () => Promise<void>): Promise<{ done: number; error?: Error }> {
-    let heartbeatError: unknown
-    const ticker = setInterval(() => {
-      heartbeat().catch((err: unknown) => {
-        heartbeatError ??= err
-      })
-    }, this.settings.heartbeatIntervalMs)
-    try {
-      const outcome = await runBatch(this.plan.handler, messages)
-      // A rebalance noticed while the handler ran: the partition may be someone else's now, so
-      // leave the batch through kafkajs (it rejoins) instead of committing.
-      if (heartbeatError !== undefined) throw heartbeatError
-      return outcome
-    } finally {
-      clearInterval(ticker)
+    const entries: Entry[] = batch.messages.map((raw) => {
+      const message = decode(batch.topic, batch.partition, raw)
+      // Not JSON: no producer of ours wrote it, and handling it again cannot fix it.
+      if (message === undefined) this.log.error({ topic: batch.topic, partition: batch.partition, offset: raw.offset, group: this.groupId }, 'undecodable message skipped')
+      return message === undefined ? { offset: raw.offset } : { offset: raw.offset, message }
+    })
+    queue.add(entries)
+    // Resolved means fetched, not handled: with autoCommit off it only moves kafkajs's fetch position.
+    resolveOffset((batch.messages[batch.messages.length - 1] as KafkaMessage).offset)
+    // A bounded queue: past it, this partition's fetching waits for the drain (heartbeating meanwhile).
+    while (queue.size > this.queueCap && isRunning() && !isStale() && !this.stopping) {
+      await sleep(Math.min(100, this.settings.heartbeatIntervalMs))
+      await heartbeat().catch(() => undefined)
     }
   }
 
@@ -290,22 +275,15 @@ export class KafkaBusConsumer implements Consumer {
     return true
   }
 
-  private async backoff(message: BusMessage, err: Error, attempts: number, heartbeat: () => Promise<void>, isRunning: () => boolean): Promise<void> {
-    const delay = Math.min(this.settings.retryMinMs * 2 ** (attempts - 1), this.settings.retryMaxMs)
-    this.log.warn({ err, group: this.groupId, topic: message.topic, partition: message.partition, offset: message.offset, attempt: attempts, retryInMs: delay }, 'handler failed; message will be redelivered')
-    const until = Date.now() + delay
-    while (isRunning() && Date.now() < until) {
-      await sleep(Math.min(until - Date.now(), this.settings.heartbeatIntervalMs))
-      await heartbeat()
-    }
-  }
-
   /** Stops fetching, lets in-flight handlers finish and commit, leaves the group. */
   close(): Promise<void> {
     this.closing ??= (async () => {
       clearTimeout(this.recoveryTimer)
       this.recoveryTimer = undefined
+      this.stopping = true
       try {
+        // The chunks in hand finish and their offsets are committed; what is still queued goes to the next owner.
+        await Promise.allSettled([...this.queues.values()].map((q) => q.idle()))
         await this.consumer.disconnect()
       } finally {
         this.onClosed?.()
