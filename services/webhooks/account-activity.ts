@@ -128,11 +128,6 @@ export class AccountActivity {
     return (await this.store.smembers(WebhookKeys.subscribers(webhookId))).sort()
   }
 
-  /** Routes one activity event to every webhook its user is subscribed to. */
-  async onEvent(event: ActivityEventMessage): Promise<number> {
-    return this.onEvents([event])
-  }
-
   /**
    * Routes a batch of activity events (one partition's, in order) to the
    * webhooks their users are subscribed to: the users' webhook sets in one

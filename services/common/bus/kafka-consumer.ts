@@ -19,7 +19,7 @@ import type { BusMessage, Consumer, Headers, SubscribeOptions } from './types'
  * is dead-lettered (batch.ts); the other partitions go on.
  */
 
-/** Longest a handled message waits for its offset commit inside a long batch (bounds redelivery after a crash). */
+/** Longest a handled message waits for its offset commit while its partition's queue drains (bounds redelivery after a crash). */
 const COMMIT_INTERVAL_MS = 1000
 /** A partition's queue holds this many handler calls' worth of records (at least QUEUE_MIN) before its fetching waits. */
 const QUEUE_CHUNKS = 4
