@@ -84,13 +84,14 @@ export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
     await core.replay.sweepOrphans()
   }, log)
 
-  // One worker closing in order: no new messages, then no new attempts or checks, then the in-flight ones finish.
+  // One worker closing: no new messages and no new scheduled attempts or checks (all stop at once: a
+  // consumer's close on Kafka takes seconds, the leave and the commits, and attempts the scheduler
+  // claimed meanwhile would be cut off or spend retries that belong to the next process), then the
+  // in-flight ones finish and what is still queued goes back on the schedule.
   const all: Worker = {
     name: 'webhooks',
     async close() {
-      await Promise.allSettled(consumers.map((c) => c.close()))
-      await Promise.allSettled([crc.close(), housekeeping.close(), released.close()])
-      await retries.close()
+      await Promise.allSettled([...consumers.map((c) => c.close()), retries.close(), crc.close(), housekeeping.close(), released.close()])
       await core.close()
     }
   }

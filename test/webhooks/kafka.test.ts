@@ -18,7 +18,9 @@ const redisLog = () => createLogger('silent', 'redis-store')
 t.test('deliveries, retries, dead letters and a restart with the bus on Kafka and the store on Redis', async (t) => {
   const kafka = await startKafka(t)
   const redis = await startRedis(t)
-  const env = { WEBHOOK_RETRY_SCHEDULE: '0,300ms,300ms' }
+  // Six attempts: the deliveries left pending at the restart below must not run out of attempts in the
+  // moment between the receiver's third 502 and the first process's close (its scheduler stops at once).
+  const env = { WEBHOOK_RETRY_SCHEDULE: '0,300ms,300ms,300ms,300ms,300ms' }
   const open = () => RedisStore.connect(redis.url, redisLog())
 
   const rt1 = await startWebhooks(t, { bus: await kafkaBus(t, kafka, 'webhooks-kafka-1'), store: await open(), env, serviceName: 'webhooks' })
@@ -35,7 +37,7 @@ t.test('deliveries, retries, dead letters and a restart with the bus on Kafka an
   t.same(receiver.accepted.map((p) => p.body).sort(), [...plain, once].map((m) => JSON.stringify(m.envelope)).sort())
   t.ok(receiver.posts.every((p) => p.signatureValid), 'every body verified by the receiver')
   await eventually(() => deadLetters.length === 1, 30_000)
-  t.match(deadLetters[0], { delivery_id: dead.delivery_id, reason: 'exhausted', attempts: 3, last_status: 500 })
+  t.match(deadLetters[0], { delivery_id: dead.delivery_id, reason: 'exhausted', attempts: 6, last_status: 500 })
 
   // Restart with retries pending: the next service process (new Kafka client, same Redis) makes them.
   receiver.onPost = () => ({ status: 502 })
@@ -48,7 +50,10 @@ t.test('deliveries, retries, dead letters and a restart with the bus on Kafka an
   const rt2 = await startWebhooks(t, { bus: await kafkaBus(t, kafka, 'webhooks-kafka-2'), store: await open(), env, serviceName: 'webhooks' })
   // The new process first joins both consumer groups (the old member's leave, a rebalance), then its scheduler runs:
   // on a machine the rest of the suite keeps busy that took over 30 s once (a clean-clone run at four test jobs).
-  await eventually(() => pending.every((m) => receiver.accepted.some((p) => p.body === JSON.stringify(m.envelope))), 60_000)
+  await eventually(() => pending.every((m) => receiver.accepted.some((p) => p.body === JSON.stringify(m.envelope))), 60_000).catch((err: Error) => {
+    const dead = deadLetters.filter((d) => pending.some((m) => m.delivery_id === d.delivery_id))
+    throw new Error(`${err.message}; accepted ${receiver.accepted.filter((p) => p.body.includes('pending')).length} of 3, dead-lettered ${JSON.stringify(dead)}`)
+  })
   t.pass('every pending retry happened after the restart')
   await eventually(async () => (await rt2.ctx.store.zcard(WebhookKeys.retries())) === 0, 10_000)
   t.equal(receiver.accepted.filter((p) => p.body.includes('pending')).length, 3, 'each delivered once')
