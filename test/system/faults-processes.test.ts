@@ -123,7 +123,7 @@ t.test('kill -9 of each service under supervisord, through nginx: nothing lost, 
   await sleep(500)
   await Promise.all([load.stop(), ads.stop()])
   await expectEveryEventAccountedFor(t, 'kill -9 under supervisord', { system, tenant, load, deadLetters, stream, ads: { load: ads, accountId }, timeoutMs: 45_000 })
-  t.same(load.failures, {}, `event publishers saw no error through nginx (${load.published.size} events)`)
+  t.same(load.failures, {}, `event publishers saw no error through nginx (${load.published.size} events; failed attempts ${JSON.stringify(load.failures)}, slowest answer ${load.slowestMs} ms)`)
   // A POST to the ads interface that a killed gateway held is not replayed (not idempotent): a 502 for each post
   // in flight when it was killed, at the most; nothing else.
   const adsErrors = Object.entries(ads.failures)

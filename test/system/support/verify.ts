@@ -102,7 +102,7 @@ export async function expectEveryEventAccountedFor(t: Test, label: string, a: Ac
   const streamGaps = streamMissing(a)
   const published = a.load.published.size
   t.equal(a.load.refused, undefined, `${label}: the ingest route accepted every generated batch`)
-  t.equal(a.load.unacknowledged, 0, `${label}: every generated batch was acknowledged in the end`)
+  t.equal(a.load.unacknowledged, 0, `${label}: every generated batch was acknowledged in the end (${a.load.unacknowledged} not; failed attempts ${JSON.stringify(a.load.failures)})`)
   t.ok(published > 0, `${label}: events were published (${published})`)
   const describe = (r: KindResult): string => `published ${r.expected}, delivered ${r.delivered}, reported missing ${r.reported}, lost ${r.missing.length}${r.missing.length > 0 ? ` (first: ${r.missing.slice(0, 5).join(', ')})` : ''}`
   t.equal(activity.missing.length, 0, `${label}: activity subscription: ${describe(activity)}`)
@@ -121,7 +121,7 @@ export async function expectEveryEventAccountedFor(t: Test, label: string, a: Ac
     const gaps = await adsGaps(a)
     const first = (xs: string[]): string => (xs.length > 0 ? ` (first: ${xs.slice(0, 5).join(', ')})` : '')
     t.equal(ads.refused, undefined, `${label}: the gateway accepted every ads post`)
-    t.equal(ads.unacknowledged, 0, `${label}: every ads post was acknowledged in the end`)
+    t.equal(ads.unacknowledged, 0, `${label}: every ads post was acknowledged in the end (${ads.unacknowledged} not; failed attempts ${JSON.stringify(ads.failures)}, ${ads.retries} retries)`)
     t.ok(ads.published.length > 0, `${label}: posts were made through the gateway (${ads.published.length}; ${ads.retries} retries ${JSON.stringify(ads.failures)})`)
     t.equal(gaps.webhook.length, 0, `${label}: every ads post reached the webhook as post.create (lost ${gaps.webhook.length})${first(gaps.webhook)}`)
     if (a.stream) t.equal(gaps.stream.length, 0, `${label}: every ads post reached the stream consumer (lost ${gaps.stream.length})${first(gaps.stream)}`)
