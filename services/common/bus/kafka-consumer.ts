@@ -257,9 +257,12 @@ export class KafkaBusConsumer implements Consumer {
     // Resolved means fetched, not handled: with autoCommit off it only moves kafkajs's fetch position.
     resolveOffset((batch.messages[batch.messages.length - 1] as KafkaMessage).offset)
     // A bounded queue: past it, this partition's fetching waits for the drain (heartbeating meanwhile).
+    // A heartbeat's error ends the wait: on a rebalance kafkajs must rejoin now (it does so when the
+    // error reaches it), or this member holds the whole group's rebalance up until the queue drains
+    // and may miss its join window. The queued entries stay; a refetch of them is deduplicated.
     while (queue.size > this.queueCap && isRunning() && !isStale() && !this.stopping) {
       await sleep(Math.min(100, this.settings.heartbeatIntervalMs))
-      await heartbeat().catch(() => undefined)
+      await heartbeat()
     }
   }
 
