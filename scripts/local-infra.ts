@@ -41,8 +41,49 @@ export function launch(command: string, args: string[], options: { tied: boolean
   return { child, exited: watchExit(child) }
 }
 
-/** A port the kernel reports free on 127.0.0.1 (bind-then-release; callers retry on a lost race). */
-export function freePort(): Promise<number> {
+/** Where the kernel takes the local ports of outgoing connections from (Linux; elsewhere its usual range). */
+export function ephemeralPortRange(): [number, number] {
+  try {
+    const [low, high] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number)
+    if (Number.isInteger(low) && Number.isInteger(high) && (low as number) <= (high as number)) return [low as number, high as number]
+  } catch {
+    // not Linux
+  }
+  return [32768, 60999]
+}
+
+/** Whether a listener can bind 127.0.0.1:port right now. */
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer()
+    server.unref()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+/** The lowest port handed out: above the well-known and registered ports most daemons use. */
+const LOW_PORT = 10_000
+
+/**
+ * A port free on 127.0.0.1 (bind-then-release; callers retry on a lost race),
+ * below the kernel's ephemeral range. A process that is restarted must bind its
+ * port again: one in the ephemeral range may meanwhile have become the local
+ * port of any outgoing connection on the machine (nginx's upstream keep-alives,
+ * a test's client), and the restart fails with EADDRINUSE for as long as that
+ * connection lives. Ports below the range are never handed to connections.
+ */
+export async function freePort(): Promise<number> {
+  const [ephemeralLow] = ephemeralPortRange()
+  const span = ephemeralLow - LOW_PORT
+  if (span >= 1000) {
+    const start = Math.floor(Math.random() * span)
+    // A prime stride: consecutive probes land far apart, away from ports a neighbour just took.
+    for (let i = 0; i < 200; i++) {
+      const port = LOW_PORT + ((start + i * 7919) % span)
+      if (await canBind(port)) return port
+    }
+  }
   return new Promise((resolve, reject) => {
     const server = net.createServer()
     server.unref()

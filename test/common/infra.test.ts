@@ -1,12 +1,13 @@
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { Kafka, logLevel } from 'kafkajs'
 import { startKafka, startRedis, redisStore } from '../support/infra'
 import { alive } from '../support/util'
-import { redisPing } from '../../scripts/local-infra'
+import { ephemeralPortRange, freePort, redisPing } from '../../scripts/local-infra'
 import { loadTopics } from '../../services/common/bus/topics'
 import { TOPICS } from '../../services/common/bus/types'
 
@@ -102,4 +103,25 @@ t.test('children die with the test process, even when it is killed', async (t) =
   for (const pid of pids) t.ok(alive(pid), `child ${pid} running`)
   child.kill('SIGKILL')
   for (const pid of pids) t.ok(await waitGone(pid), `child ${pid} gone after the parent was killed`)
+})
+
+t.test('free ports are handed out below the ephemeral range, so a restarted process can always bind its own again', async (t) => {
+  const [ephemeralLow] = ephemeralPortRange()
+  const ports = await Promise.all(Array.from({ length: 20 }, () => freePort()))
+  t.ok(
+    ports.every((p) => p >= 10_000 && p < ephemeralLow),
+    `20 ports in 10000..${ephemeralLow - 1}, where outgoing connections never take a local port (${ports.slice(0, 5).join(', ')}, ...)`
+  )
+  // Each is free: a listener binds it.
+  const port = ports[0] as number
+  const server = net.createServer()
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, '127.0.0.1', resolve)
+  })
+  t.pass(`bound ${port}`)
+  // While it is held, a probe never returns it.
+  const more = await Promise.all(Array.from({ length: 50 }, () => freePort()))
+  t.notOk(more.includes(port), 'a port in use is not handed out')
+  await new Promise<void>((resolve) => server.close(() => resolve()))
 })
