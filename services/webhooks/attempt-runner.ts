@@ -65,7 +65,7 @@ export class AttemptRunner {
   }
 
   /** Checks the webhook and its app, then POSTs and records the outcome. `lease` runs just before the POST. */
-  async run(record: DeliveryRecord, lease: () => Promise<unknown>, known?: { webhook: Webhook; app: App | undefined }): Promise<void> {
+  async run(record: DeliveryRecord, lease: () => Promise<unknown>, known?: { webhook: Webhook | undefined; app: App | undefined }): Promise<void> {
     const webhook = known ? known.webhook : await this.deps.registry.get(record.webhook_id)
     const app = known ? known.app : webhook ? await this.deps.store.getJson<App>(AuthKeys.app(record.app_id)) : undefined
     if (!webhook || !app || webhook.app_id !== record.app_id) {

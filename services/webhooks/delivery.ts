@@ -3,9 +3,11 @@ import type { App } from '../common/auth/records'
 import type { Bus } from '../common/bus/types'
 import { newUuid } from '../common/ids'
 import type { Worker } from '../common/service'
+import { WriteCoalescer } from '../common/store/coalescer'
 import type { Store, StoreOp } from '../common/store/types'
 import type { AttemptLog } from './attempt-log'
 import { AttemptRunner } from './attempt-runner'
+import { claimDue, releaseOps, type DueDelivery } from './claims'
 import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from './delivery-log'
 import type { HttpOutcome, WebhookClient } from './http-client'
 import { parseRetryMember, retryMember, WebhookKeys } from './keys'
@@ -78,23 +80,28 @@ export interface EngineDeps {
   attempts?: AttemptLog
 }
 
-/** What the accepting process hands its first attempt: the record it stored, the webhook and app it read. */
-interface Fresh {
+/**
+ * What an attempt starts from when the record is already in hand: the accepting process's first
+ * attempt (`claimed` false: its entry is a lease ahead, nobody else touches it), or a delivery a
+ * scheduler pass claimed (claims.ts).
+ */
+interface Prepared {
   record: DeliveryRecord
   leaseUntil: number
-  webhook: Webhook
+  webhook: Webhook | undefined
   app: App | undefined
+  claimed?: boolean
 }
 
 const SCHEDULER_BATCH = 1000
-/** Consecutive refusals (full lanes) after which a scheduler pass stops early. */
-const SCHEDULER_GIVE_UP = 128
 
 export class DeliveryEngine {
   private readonly nodeId = newUuid()
-  private readonly lanes: Lanes<Fresh>
+  private readonly lanes: Lanes<Prepared>
   private readonly runner: AttemptRunner
   private scheduler: PollingWorker | undefined
+  /** Claims released by the attempts of one turn go in one batch. */
+  private readonly releases: WriteCoalescer
   private closing = false
   readonly leaseMs: number
 
@@ -104,8 +111,9 @@ export class DeliveryEngine {
   ) {
     this.leaseMs = deps.client.timeoutMs + 30_000
     this.runner = new AttemptRunner(deps, options)
-    this.lanes = new Lanes<Fresh>(options.concurrency, {
-      run: (webhookId, { deliveryId, fresh }) => (fresh ? this.firstAttempt(webhookId, fresh) : this.attempt(webhookId, deliveryId)),
+    this.releases = new WriteCoalescer(deps.store)
+    this.lanes = new Lanes<Prepared>(options.concurrency, {
+      run: (webhookId, { deliveryId, fresh }) => (fresh ? this.preparedAttempt(webhookId, fresh) : this.attempt(webhookId, deliveryId)),
       failed: (err, webhookId, deliveryId) => this.deps.logger.warn({ err, delivery_id: deliveryId, webhook_id: webhookId }, 'delivery attempt failed; it stays scheduled'),
       drained: () => this.scheduler?.poke()
     })
@@ -139,7 +147,7 @@ export class DeliveryEngine {
     const results: AcceptResult[] = []
     const ops: StoreOp[] = []
     const repairs: Array<Promise<void>> = []
-    const starts: Array<{ d: NewDelivery; fresh: Fresh }> = []
+    const starts: Array<{ d: NewDelivery; fresh: Prepared }> = []
     const seen = new Set<string>()
     list.forEach((d, i) => {
       const webhook = webhookOf.get(d.webhook_id)
@@ -215,15 +223,27 @@ export class DeliveryEngine {
   }
 
   /**
-   * The first attempt of a delivery this process has just stored: its
-   * schedule entry is already a lease ahead, so no other process touches it
-   * before the lease runs out, and no claim or re-read is needed. Queued
-   * past its lease, it takes the scheduled path like any other.
+   * An attempt whose record is in hand: the first attempt of a delivery this
+   * process has just stored (its schedule entry is already a lease ahead, so
+   * no other process touches it before the lease runs out, and no claim or
+   * re-read is needed), or one a scheduler pass claimed with its batch.
+   * Queued past its lease, a first attempt takes the scheduled path like any
+   * other; a claimed one is left to a later pass (its entry falls due as its
+   * claim expires).
    */
-  private async firstAttempt(webhookId: string, fresh: Fresh): Promise<void> {
-    if (Date.now() + this.deps.client.timeoutMs + 5000 > fresh.leaseUntil) return this.attempt(webhookId, fresh.record.delivery_id)
-    // The webhook and app were read when the delivery was accepted, moments ago.
-    await this.runner.run(fresh.record, async () => undefined, { webhook: fresh.webhook, app: fresh.app })
+  private async preparedAttempt(webhookId: string, p: Prepared): Promise<void> {
+    const late = Date.now() + this.deps.client.timeoutMs + 5000 > p.leaseUntil
+    if (!p.claimed) {
+      if (late) return this.attempt(webhookId, p.record.delivery_id)
+      // The webhook and app were read when the delivery was accepted, moments ago.
+      return this.runner.run(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
+    }
+    if (late) return
+    try {
+      await this.runner.run(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
+    } finally {
+      await this.releases.write([{ op: 'del', key: WebhookKeys.claim(p.record.delivery_id) }])
+    }
   }
 
   /** One signed POST of `body` to the webhook (also used by replays). */
@@ -238,23 +258,33 @@ export class DeliveryEngine {
 
   // ------------------------------------------------------------ schedule
 
-  /** One scheduler pass: every due delivery not already queued here goes to its lane. */
+  /**
+   * One scheduler pass: the due deliveries not already queued here, as many as
+   * their lanes have room for, claimed together (claims.ts) and queued.
+   */
   async runDue(now = Date.now()): Promise<number> {
     if (this.closing) return 0
     const due = await this.deps.store.zrangeByScore(WebhookKeys.retries(), 0, now, { limit: SCHEDULER_BATCH })
-    let started = 0
-    let refusedInARow = 0
+    const room = new Map<string, number>()
+    const picked: DueDelivery[] = []
     for (const { member } of due) {
       const parsed = parseRetryMember(member)
       if (!parsed || this.lanes.has(parsed.deliveryId)) continue
-      if (this.lanes.submit(parsed.webhookId, parsed.deliveryId)) {
-        started++
-        refusedInARow = 0
-      } else if (++refusedInARow >= SCHEDULER_GIVE_UP) {
-        // Lanes are full: the next pass comes when they have drained.
-        break
-      }
+      const left = room.get(parsed.webhookId) ?? this.lanes.room(parsed.webhookId)
+      // A full lane pokes the scheduler once it has drained by half.
+      if (left <= 0) continue
+      room.set(parsed.webhookId, left - 1)
+      picked.push(parsed)
     }
+    const claimed = await claimDue({ store: this.deps.store, registry: this.deps.registry, nodeId: this.nodeId, leaseMs: this.leaseMs }, picked)
+    let started = 0
+    const giveBack: StoreOp[] = []
+    const giveBackAt = Date.now()
+    for (const c of claimed) {
+      if (this.lanes.submit(c.webhookId, c.deliveryId, { record: c.record, leaseUntil: c.leaseUntil, webhook: c.webhook, app: c.app, claimed: true })) started++
+      else giveBack.push(...releaseOps(c, giveBackAt)) // closing meanwhile
+    }
+    if (giveBack.length > 0) await this.deps.store.batch(giveBack)
     return started
   }
 
@@ -294,7 +324,12 @@ export class DeliveryEngine {
     this.closing = true
     await this.scheduler?.close()
     const now = Date.now()
-    const handBack: StoreOp[] = this.lanes.stop().map(({ webhookId, deliveryId }) => ({ op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, deliveryId) }))
+    // Claimed ones also give their claim back, or no process could take them until it expired.
+    const handBack: StoreOp[] = this.lanes
+      .stop()
+      .flatMap(({ webhookId, deliveryId, fresh }) =>
+        fresh?.claimed ? releaseOps({ webhookId, deliveryId }, now) : [{ op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, deliveryId) } satisfies StoreOp]
+      )
     if (handBack.length > 0) await this.deps.store.batch(handBack).catch((err: unknown) => this.deps.logger.warn({ err }, 'could not hand queued deliveries back'))
     await this.lanes.idle()
   }

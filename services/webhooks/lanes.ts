@@ -59,6 +59,16 @@ export class Lanes<F> {
     return !lane || lane.active + lane.queue.length < this.capacity
   }
 
+  /** How many more attempts the webhook's lane takes now; none marks it, so it calls `drained` once it has room. */
+  room(webhookId: string): number {
+    if (this.closing) return 0
+    const lane = this.lanes.get(webhookId)
+    if (!lane) return this.capacity
+    const left = this.capacity - lane.active - lane.queue.length
+    if (left <= 0) lane.overflowed = true
+    return Math.max(0, left)
+  }
+
   /** Queues an attempt in the webhook's lane; false when the lane is full (the scheduler retries later). */
   submit(webhookId: string, deliveryId: string, fresh?: F): boolean {
     if (this.local.has(deliveryId)) return true
@@ -101,13 +111,13 @@ export class Lanes<F> {
   }
 
   /** Stops taking work; returns the queued (not started) attempts, per webhook. */
-  stop(): Array<{ webhookId: string; deliveryId: string }> {
+  stop(): Array<{ webhookId: string } & QueuedAttempt<F>> {
     this.closing = true
-    const out: Array<{ webhookId: string; deliveryId: string }> = []
+    const out: Array<{ webhookId: string } & QueuedAttempt<F>> = []
     for (const [webhookId, lane] of this.lanes) {
-      for (const { deliveryId } of lane.queue.splice(0)) {
-        this.local.delete(deliveryId)
-        out.push({ webhookId, deliveryId })
+      for (const attempt of lane.queue.splice(0)) {
+        this.local.delete(attempt.deliveryId)
+        out.push({ webhookId, ...attempt })
       }
     }
     return out
