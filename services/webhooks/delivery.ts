@@ -285,6 +285,10 @@ export class DeliveryEngine {
       else giveBack.push(...releaseOps(c, giveBackAt)) // closing meanwhile
     }
     if (giveBack.length > 0) await this.deps.store.batch(giveBack)
+    // A lane this pass filled calls for the next pass once it has drained by half.
+    for (const [webhookId, left] of room) if (left === 0) this.lanes.room(webhookId)
+    // More is due than one pass reads, and lanes took some: the next pass runs now, not a period later.
+    if (due.length === SCHEDULER_BATCH && started > 0) this.scheduler?.poke()
     return started
   }
 

@@ -5,6 +5,8 @@ import type { Worker } from '../common/service'
 export class PollingWorker implements Worker {
   private timer: NodeJS.Timeout | undefined
   private running: Promise<unknown> | undefined
+  /** Poked while a pass ran: what it asked for may have come after that pass looked, so another runs at once. */
+  private pokedWhileRunning = false
   private stopped = false
 
   constructor(
@@ -23,14 +25,20 @@ export class PollingWorker implements Worker {
         .catch((err: unknown) => this.log.warn({ err, worker: this.name }, 'periodic pass failed'))
         .finally(() => {
           this.running = undefined
-          this.schedule(this.periodMs)
+          const again = this.pokedWhileRunning
+          this.pokedWhileRunning = false
+          this.schedule(again ? 0 : this.periodMs)
         })
     }, delay)
   }
 
   /** Runs a pass soon instead of waiting for the period (e.g. a slot freed up). */
   poke(): void {
-    if (this.stopped || this.running) return
+    if (this.stopped) return
+    if (this.running) {
+      this.pokedWhileRunning = true
+      return
+    }
     if (this.timer) clearTimeout(this.timer)
     this.schedule(0)
   }

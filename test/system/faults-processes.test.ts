@@ -48,6 +48,12 @@ const COUNTS = { GATEWAY: '2', ACTIVITY: '2', STREAM: '2', WEBHOOKS: '1', ACCOUN
  */
 const SESSION = { KAFKA_SESSION_TIMEOUT: '10s' }
 const VICTIMS = ['activity-1', 'webhooks', 'stream-1', 'gateway-1', 'account-history']
+/**
+ * Publishers wait longer than nginx may spend failing a request over (`proxy_next_upstream_timeout`
+ * 15 s, scripts/nginx.ts): a client that gives up first turns a failover that succeeded into an
+ * error of its own, and on a busy machine an instance that took over its dead peer's work answers slowly.
+ */
+const PUBLISHER_TIMEOUT_MS = 20_000
 
 async function counter(p: ProcessRecord, name: string): Promise<number> {
   try {
@@ -94,8 +100,8 @@ t.test('kill -9 of each service under supervisord, through nginx: nothing lost, 
   const stream = new StreamClient(() => [system.proxyUrl], tenant.bearer)
   t.teardown(() => stream.close())
   await stream.start()
-  const { load: ads, accountId } = await startAdsLoad(t, system, tenant, () => [system.proxyUrl])
-  const load = new LoadGenerator({ targets: () => [system.proxyUrl], operatorToken: OPERATOR_TOKEN, users: tenant.followed, rate: 30 }).start()
+  const { load: ads, accountId } = await startAdsLoad(t, system, tenant, () => [system.proxyUrl], { requestTimeoutMs: PUBLISHER_TIMEOUT_MS })
+  const load = new LoadGenerator({ targets: () => [system.proxyUrl], operatorToken: OPERATOR_TOKEN, users: tenant.followed, rate: 30, requestTimeoutMs: PUBLISHER_TIMEOUT_MS }).start()
   t.teardown(() => load.stop(0))
   const scene: Scene = { system, tenant, load, stream }
   await sleep(1000)

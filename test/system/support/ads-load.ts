@@ -29,6 +29,8 @@ export interface AdsPostOptions {
   accountId: string
   /** Posts per second. */
   rate: number
+  /** Per-request timeout (default 5 s). */
+  requestTimeoutMs?: number
 }
 
 export class AdsPostLoad {
@@ -101,7 +103,7 @@ export class AdsPostLoad {
       url.searchParams.set('text', text)
       this.attempts++
       const authorization = authorizationHeader('POST', url.toString(), { key: app.consumer_key, secret: app.consumer_secret }, { key: token.token, secret: token.secret })
-      const res = await fetch(url, { method: 'POST', headers: { authorization }, signal: AbortSignal.timeout(5000) })
+      const res = await fetch(url, { method: 'POST', headers: { authorization }, signal: AbortSignal.timeout(this.options.requestTimeoutMs ?? 5000) })
       const body = await res.text()
       if (res.status !== 200) return retryOrRefuse(res.status, `the gateway refused a well-formed post with ${res.status}: ${body.slice(0, 300)}`)
       const id = (JSON.parse(body) as { data?: { id_str?: string } }).data?.id_str
@@ -116,9 +118,9 @@ export class AdsPostLoad {
  * stopped at teardown. createAccount only writes the account's records: the
  * test's own Redis store is all the context it needs.
  */
-export async function startAdsLoad(t: Test, system: SystemView, tenant: Tenant, targets: () => string[], rate = 5): Promise<{ load: AdsPostLoad; accountId: string }> {
+export async function startAdsLoad(t: Test, system: SystemView, tenant: Tenant, targets: () => string[], options: { rate?: number; requestTimeoutMs?: number } = {}): Promise<{ load: AdsPostLoad; accountId: string }> {
   const account = await createAccount({ store: system.store } as unknown as ServiceContext, tenant.user.id, { name: 'fault tests' })
-  const load = new AdsPostLoad({ targets, app: tenant.app, user: tenant.user, token: tenant.token, accountId: account.id, rate }).start()
+  const load = new AdsPostLoad({ targets, app: tenant.app, user: tenant.user, token: tenant.token, accountId: account.id, ...options, rate: options.rate ?? 5 }).start()
   t.teardown(() => load.stop(0))
   return { load, accountId: account.id }
 }
