@@ -80,6 +80,8 @@ export class KafkaBusConsumer implements Consumer {
   private stopping = false
   /** Each assigned partition's queue, by topic and partition. */
   private readonly queues = new Map<string, PartitionQueue>()
+  /** Revoked queues whose drain may still have a chunk in hand (a partition that comes back waits for it). */
+  private readonly retired = new Map<string, Promise<void>>()
   /** Records a partition may have queued before its fetching waits (a few handler calls' worth). */
   private readonly queueCap: number
   private readonly queueDeps: ConstructorParameters<typeof PartitionQueue>[2]
@@ -145,6 +147,11 @@ export class KafkaBusConsumer implements Consumer {
         if (!(assigned[q.topic] ?? []).includes(q.partition)) {
           q.revoke()
           this.queues.delete(key)
+          const ended = q.idle().catch(() => undefined)
+          this.retired.set(key, ended)
+          void ended.then(() => {
+            if (this.retired.get(key) === ended) this.retired.delete(key)
+          })
         }
       }
       this.recoveries = 0
@@ -244,7 +251,7 @@ export class KafkaBusConsumer implements Consumer {
     const key = `${batch.topic}\u0000${batch.partition}`
     let queue = this.queues.get(key)
     if (!queue) {
-      queue = new PartitionQueue(batch.topic, batch.partition, this.queueDeps)
+      queue = new PartitionQueue(batch.topic, batch.partition, this.queueDeps, this.retired.get(key))
       this.queues.set(key, queue)
     }
     const entries: Entry[] = batch.messages.map((raw) => {

@@ -21,7 +21,9 @@ import type { BusMessage } from './types'
  * failing for a reason other than an outage, is dead-lettered (batch.ts).
  * Records already queued are skipped when kafkajs fetches them again (it
  * restarts from the committed offset after a rebalance). A revoked
- * partition's queue is dropped: its owner reads on from the commit.
+ * partition's queue is dropped: its owner reads on from the commit. When the
+ * partition comes back to this process while the dropped queue still has a
+ * chunk in hand, the new queue waits for that chunk to end.
  */
 
 export interface Entry {
@@ -58,10 +60,16 @@ export class PartitionQueue {
   private lastCommitAt = 0
   private revoked = false
 
+  /**
+   * `after`: the drain of this partition's previous queue in this process, when it was revoked
+   * and the partition came back. Its chunk in hand may still be running; this queue starts once
+   * it has ended, so one process never handles a partition's records out of order.
+   */
   constructor(
     readonly topic: string,
     readonly partition: number,
-    private readonly deps: QueueDeps
+    private readonly deps: QueueDeps,
+    private readonly after?: Promise<void>
   ) {}
 
   /** Records queued and not handled yet. */
@@ -99,6 +107,7 @@ export class PartitionQueue {
 
   private async drain(): Promise<void> {
     const { plan, failures } = this.deps
+    if (this.after) await this.after
     for (;;) {
       if (this.entries.length === 0 || this.halted()) {
         this.running = undefined
