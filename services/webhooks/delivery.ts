@@ -7,7 +7,7 @@ import { WriteCoalescer } from '../common/store/coalescer'
 import type { Store, StoreOp } from '../common/store/types'
 import type { AttemptLog } from './attempt-log'
 import { AttemptRunner } from './attempt-runner'
-import { claimDue, releaseOps, type DueDelivery } from './claims'
+import { claimDue, releaseOps, type ClaimDeps, type DueDelivery } from './claims'
 import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from './delivery-log'
 import type { HttpOutcome, WebhookClient } from './http-client'
 import { parseRetryMember, retryMember, WebhookKeys } from './keys'
@@ -102,6 +102,7 @@ export class DeliveryEngine {
   private scheduler: PollingWorker | undefined
   /** Claims released by the attempts of one turn go in one batch. */
   private readonly releases: WriteCoalescer
+  private readonly claimDeps: ClaimDeps
   private closing = false
   readonly leaseMs: number
 
@@ -112,8 +113,9 @@ export class DeliveryEngine {
     this.leaseMs = deps.client.timeoutMs + 30_000
     this.runner = new AttemptRunner(deps, options)
     this.releases = new WriteCoalescer(deps.store)
+    this.claimDeps = { store: deps.store, registry: deps.registry, nodeId: this.nodeId, leaseMs: this.leaseMs }
     this.lanes = new Lanes<Prepared>(options.concurrency, {
-      run: (webhookId, { deliveryId, fresh }) => (fresh ? this.preparedAttempt(webhookId, fresh) : this.attempt(webhookId, deliveryId)),
+      run: (webhookId, { fresh }) => this.preparedAttempt(webhookId, fresh),
       failed: (err, webhookId, deliveryId) => this.deps.logger.warn({ err, delivery_id: deliveryId, webhook_id: webhookId }, 'delivery attempt failed; it stays scheduled'),
       drained: () => this.scheduler?.poke()
     })
@@ -198,27 +200,20 @@ export class DeliveryEngine {
   // ------------------------------------------------------------ attempts
 
   /**
-   * A scheduled attempt: claim it across processes, re-read the record,
-   * push the schedule entry a lease ahead, then attempt.
+   * A first attempt queued past its lease: from now on another process may
+   * take it, so it is claimed like a scheduled one (claims.ts), one delivery.
    */
-  private async attempt(webhookId: string, deliveryId: string): Promise<void> {
-    const { store } = this.deps
-    if (!(await store.setIfAbsent(WebhookKeys.claim(deliveryId), this.nodeId, this.leaseMs))) return
+  private async claimAndAttempt(webhookId: string, deliveryId: string): Promise<void> {
+    const [held] = await claimDue(this.claimDeps, [{ webhookId, deliveryId }])
+    if (held) await this.claimedAttempt(held)
+  }
+
+  /** An attempt of a delivery this process claimed; the claim goes with the attempts settling in the same turn. */
+  private async claimedAttempt(p: Prepared): Promise<void> {
     try {
-      const record = await this.deps.log.get(deliveryId)
-      const member = retryMember(webhookId, deliveryId)
-      if (!record || record.status !== 'pending') {
-        await store.zrem(WebhookKeys.retries(), member)
-        return
-      }
-      // Rescheduled by another process since this attempt was queued: keep its entry at the new due time.
-      if (record.next_attempt_at > Date.now() + 1000) {
-        await store.zadd(WebhookKeys.retries(), record.next_attempt_at, member)
-        return
-      }
-      await this.runner.run(record, () => store.zadd(WebhookKeys.retries(), Date.now() + this.leaseMs, member))
+      await this.runner.run(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
     } finally {
-      await store.del(WebhookKeys.claim(deliveryId))
+      await this.releases.write([{ op: 'del', key: WebhookKeys.claim(p.record.delivery_id) }])
     }
   }
 
@@ -227,23 +222,16 @@ export class DeliveryEngine {
    * process has just stored (its schedule entry is already a lease ahead, so
    * no other process touches it before the lease runs out, and no claim or
    * re-read is needed), or one a scheduler pass claimed with its batch.
-   * Queued past its lease, a first attempt takes the scheduled path like any
-   * other; a claimed one is left to a later pass (its entry falls due as its
-   * claim expires).
+   * Queued past its lease, a first attempt is claimed like any other; a
+   * claimed one is left to a later pass (its entry falls due as its claim
+   * expires).
    */
   private async preparedAttempt(webhookId: string, p: Prepared): Promise<void> {
     const late = Date.now() + this.deps.client.timeoutMs + 5000 > p.leaseUntil
-    if (!p.claimed) {
-      if (late) return this.attempt(webhookId, p.record.delivery_id)
-      // The webhook and app were read when the delivery was accepted, moments ago.
-      return this.runner.run(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
-    }
-    if (late) return
-    try {
-      await this.runner.run(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
-    } finally {
-      await this.releases.write([{ op: 'del', key: WebhookKeys.claim(p.record.delivery_id) }])
-    }
+    if (p.claimed) return late ? undefined : this.claimedAttempt(p)
+    if (late) return this.claimAndAttempt(webhookId, p.record.delivery_id)
+    // The webhook and app were read when the delivery was accepted, moments ago.
+    return this.runner.run(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
   }
 
   /** One signed POST of `body` to the webhook (also used by replays). */
@@ -276,12 +264,12 @@ export class DeliveryEngine {
       room.set(parsed.webhookId, left - 1)
       picked.push(parsed)
     }
-    const claimed = await claimDue({ store: this.deps.store, registry: this.deps.registry, nodeId: this.nodeId, leaseMs: this.leaseMs }, picked)
+    const claimed = await claimDue(this.claimDeps, picked)
     let started = 0
     const giveBack: StoreOp[] = []
     const giveBackAt = Date.now()
     for (const c of claimed) {
-      if (this.lanes.submit(c.webhookId, c.deliveryId, { record: c.record, leaseUntil: c.leaseUntil, webhook: c.webhook, app: c.app, claimed: true })) started++
+      if (this.lanes.submit(c.webhookId, c.deliveryId, { ...c, claimed: true })) started++
       else giveBack.push(...releaseOps(c, giveBackAt)) // closing meanwhile
     }
     if (giveBack.length > 0) await this.deps.store.batch(giveBack)

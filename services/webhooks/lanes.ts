@@ -13,8 +13,8 @@ const QUEUE_FACTOR = 32
 
 export interface QueuedAttempt<F> {
   deliveryId: string
-  /** What the accepting process already knows (its first attempt needs no re-read). */
-  fresh?: F
+  /** What the attempt starts from (the record in hand: no re-read). */
+  fresh: F
 }
 
 interface Lane<F> {
@@ -70,7 +70,7 @@ export class Lanes<F> {
   }
 
   /** Queues an attempt in the webhook's lane; false when the lane is full (the scheduler retries later). */
-  submit(webhookId: string, deliveryId: string, fresh?: F): boolean {
+  submit(webhookId: string, deliveryId: string, fresh: F): boolean {
     if (this.local.has(deliveryId)) return true
     let lane = this.lanes.get(webhookId)
     if (!lane) {
@@ -82,7 +82,7 @@ export class Lanes<F> {
       return false
     }
     this.local.add(deliveryId)
-    lane.queue.push(fresh !== undefined ? { deliveryId, fresh } : { deliveryId })
+    lane.queue.push({ deliveryId, fresh })
     this.pump(webhookId, lane)
     return true
   }
