@@ -82,7 +82,8 @@ export function sharedEnv(base: NodeJS.ProcessEnv, s: SharedSettings): Record<st
     KAFKA_BROKERS: s.kafkaBrokers.join(','),
     REDIS_URL: s.redisUrl,
     OPERATOR_TOKEN: s.operatorToken,
-    KAFKA_SESSION_TIMEOUT: base.KAFKA_SESSION_TIMEOUT ?? '10s'
+    KAFKA_SESSION_TIMEOUT: base.KAFKA_SESSION_TIMEOUT ?? '10s',
+    KAFKA_ASSIGNMENT_DELAY: base.KAFKA_ASSIGNMENT_DELAY ?? '1s'
   }
 }
 

@@ -187,6 +187,7 @@ export const SETTINGS = {
   kafkaFetchMaxBytes: setting('KAFKA_FETCH_MAX_BYTES', '10485760', 'Most bytes one Kafka fetch returns over all its partitions (kafkajs maxBytes).', asInt(1024, 256 * 1024 * 1024)),
   kafkaPartitionsConcurrently: setting('KAFKA_PARTITIONS_CONCURRENTLY', '12', 'Partitions whose batches one consumer handles at the same time (kafkajs partitionsConsumedConcurrently); deploy/topics.json gives the event topics 12.', asInt(1, 256)),
   kafkaProducerLingerMs: setting('KAFKA_PRODUCER_LINGER', '0ms', 'How long a publish waits for others to share its produce request. 0: the publishes of one event-loop turn leave together, and those made while a request is in flight leave together in the next one (batching under load, no added latency when idle).', asDuration(0, SECOND)),
+  kafkaAssignmentDelayMs: setting('KAFKA_ASSIGNMENT_DELAY', '0', 'How long a consumer group\'s leader waits before handing in the partition assignment. Real Kafka needs none; librdkafka\'s mock cluster (tests, make up: 1s) refuses a member whose SyncGroup comes after the leader\'s, which stops that consumer and costs another rebalance.', asDuration(0, MINUTE)),
   kafkaSessionTimeoutMs: setting('KAFKA_SESSION_TIMEOUT', '30s', 'Kafka consumer group session: a member silent this long is evicted and its partitions move to the others (heartbeats every tenth of it); 1s to 30m, the brokers\' default bounds.', asDuration(SECOND, 30 * MINUTE)),
 
   // --- media (POST /2/media/upload, advertising creatives) ---

@@ -50,7 +50,11 @@ export async function createBus(config: Config, clientId: string, log: Logger): 
     maxBytes: config.kafkaFetchMaxBytes,
     partitionsConsumedConcurrently: config.kafkaPartitionsConcurrently,
     lingerMs: config.kafkaProducerLingerMs,
-    heartbeatIntervalMs: Math.max(100, Math.floor(config.kafkaSessionTimeoutMs / 10))
+    heartbeatIntervalMs: Math.max(100, Math.floor(config.kafkaSessionTimeoutMs / 10)),
+    // Members rejoin at once (eachBatch only queues), so two sessions is room enough; kafkajs waits
+    // this + 5 s for a JoinGroup answer, so a join the cluster never answers is retried that soon.
+    rebalanceTimeoutMs: 2 * config.kafkaSessionTimeoutMs,
+    assignmentDelayMs: config.kafkaAssignmentDelayMs
   })
 }
 

@@ -164,6 +164,7 @@ export const TEST_KAFKA_TIMINGS: Partial<KafkaBusOptions> = {
   sessionTimeoutMs: 3000,
   heartbeatIntervalMs: 500,
   rebalanceTimeoutMs: 6000,
+  assignmentDelayMs: 300,
   maxWaitTimeMs: 100,
   retryMinMs: 50,
   retryMaxMs: 1000

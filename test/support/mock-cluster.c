@@ -156,6 +156,13 @@ int main(int argc, char **argv) {
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
   /* Keep the bookkeeping client quiet: it never connects anywhere. */
   rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof(errstr));
+  /* MOCK_CLUSTER_DEBUG=mock logs the cluster's own decisions (group states, timers) on stderr. */
+  const char *debug = getenv("MOCK_CLUSTER_DEBUG");
+  if (debug && *debug) {
+    rd_kafka_conf_set(conf, "log_level", "7", errstr, sizeof(errstr));
+    if (rd_kafka_conf_set(conf, "debug", debug, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
+      fprintf(stderr, "mock-cluster: MOCK_CLUSTER_DEBUG: %s\n", errstr);
+  }
   rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
   if (!rk) {
     fprintf(stderr, "mock-cluster: rd_kafka_new: %s\n", errstr);

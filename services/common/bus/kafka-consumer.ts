@@ -1,4 +1,4 @@
-import type { Consumer as KafkaConsumer, ConsumerRunConfig, EachBatchPayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs'
+import { PartitionAssigners, type Consumer as KafkaConsumer, type ConsumerRunConfig, type EachBatchPayload, type IHeaders, type Kafka, type KafkaMessage, type PartitionAssigner } from 'kafkajs'
 import type { Logger } from 'pino'
 import { batchPlan, deadLetterValue, FailureCounter, type BatchPlan } from './batch'
 import type { Settings } from './kafka-settings'
@@ -24,6 +24,24 @@ const COMMIT_INTERVAL_MS = 1000
 /** A partition's queue holds this many handler calls' worth of records (at least QUEUE_MIN) before its fetching waits. */
 const QUEUE_CHUNKS = 4
 const QUEUE_MIN = 1000
+
+/**
+ * kafkajs's round-robin assignment, handed in by the leader only after `delayMs`: the other members'
+ * SyncGroups arrive first. The same name and protocol, so members with and without it share a group.
+ */
+export function delayedRoundRobin(delayMs: number): PartitionAssigner {
+  return (config) => {
+    const inner = PartitionAssigners.roundRobin(config)
+    return {
+      ...inner,
+      assign: async (group) => {
+        const assignment = await inner.assign(group)
+        await sleep(delayMs)
+        return assignment
+      }
+    }
+  }
+}
 
 /** Publishes one message (the bus's producer), for the dead-letter topic. */
 export type Publish = (topic: string, key: string, value: unknown) => Promise<void>
@@ -112,6 +130,7 @@ export class KafkaBusConsumer implements Consumer {
       sessionTimeout: settings.sessionTimeoutMs,
       rebalanceTimeout: settings.rebalanceTimeoutMs,
       heartbeatInterval: settings.heartbeatIntervalMs,
+      ...(settings.assignmentDelayMs > 0 ? { partitionAssigners: [delayedRoundRobin(settings.assignmentDelayMs)] } : {}),
       maxWaitTimeInMs: settings.maxWaitTimeMs,
       maxBytesPerPartition: settings.maxBytesPerPartition,
       maxBytes: settings.maxBytes,

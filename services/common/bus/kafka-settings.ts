@@ -10,6 +10,12 @@ export interface KafkaBusOptions {
   sessionTimeoutMs?: number
   heartbeatIntervalMs?: number
   rebalanceTimeoutMs?: number
+  /**
+   * How long a group's leader waits before handing in the assignment (0: not at all). Real Kafka
+   * answers a member's SyncGroup whenever it comes; librdkafka's mock cluster refuses one that comes
+   * after the leader's (INVALID_REQUEST), which stops that consumer and costs another rebalance.
+   */
+  assignmentDelayMs?: number
   /** Longest a fetch waits for data on an idle partition. */
   maxWaitTimeMs?: number
   /** Most bytes one fetch returns per partition (a batch handler's batch comes out of one fetch). */
@@ -33,6 +39,7 @@ export const DEFAULTS = {
   sessionTimeoutMs: 30_000,
   heartbeatIntervalMs: 3_000,
   rebalanceTimeoutMs: 60_000,
+  assignmentDelayMs: 0,
   maxWaitTimeMs: 500,
   maxBytesPerPartition: 1024 * 1024,
   maxBytes: 10 * 1024 * 1024,

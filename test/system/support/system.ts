@@ -33,6 +33,8 @@ export const SYSTEM_ENV: Record<string, string> = {
   WEBHOOK_CRC_INTERVAL: '1h',
   // A dead member's partitions move after this; heartbeats every tenth of it.
   KAFKA_SESSION_TIMEOUT: '4s',
+  // The mock cluster refuses a follower's SyncGroup that comes after the leader's (config.ts).
+  KAFKA_ASSIGNMENT_DELAY: '500ms',
   STREAM_KEEPALIVE: '2s',
   STREAM_REGISTRY_TTL: '3s',
   SHUTDOWN_GRACE: '5s'

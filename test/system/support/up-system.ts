@@ -12,6 +12,7 @@ import { programStatus } from '../../../scripts/supervisor'
 import { createLogger } from '../../../services/common/logger'
 import { TEST_KAFKA_TIMINGS } from '../../support/infra'
 import { alive, tempDir } from '../../support/util'
+import { describeMockGroups } from './mock-groups'
 import { SYSTEM_ENV, type SystemView } from './system'
 
 /**
@@ -61,6 +62,8 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
     PORT: '0',
     SANDBOX_PORT: '0',
     DOWN_GRACE_MS: '5000',
+    // The mock cluster logs its groups' states: a service that cannot rejoin is explained by them (mock-groups.ts).
+    MOCK_CLUSTER_DEBUG: process.env.MOCK_CLUSTER_DEBUG ?? 'mock',
     ...env
   }
   const stateFile = path.join(runDir, 'state.json')
@@ -98,6 +101,7 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
     const s = await status(name)
     return s?.state === 'RUNNING' ? s.pid : undefined
   }
+  const kafkaLog = state.processes.find((p) => p.kind === 'kafka')?.log
   // The mock cluster is not supervised: whether it is still alive is the first thing to know.
   const diagnostics = (lines = 25): string =>
     [...state.processes.filter((p) => p.supervised || p.kind === 'kafka'), { name: 'supervisord', kind: 'supervisor', pid: 0, log: files.log }]
@@ -134,7 +138,9 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
         } else last = pid === undefined ? 'not running' : 'still the killed pid'
         await new Promise((r) => setTimeout(r, 100))
       }
-      throw new Error(`${name} not back within ${timeoutMs} ms (last: ${last}); log:\n${logTail(p.log, 30)}\n${diagnostics(8)}`)
+      // The mock cluster's view of the groups first: CI shows only the start of a failure's message.
+      const groups = kafkaLog ? describeMockGroups(kafkaLog, { prefix: p.service }) : 'no mock cluster log'
+      throw new Error(`${name} not back within ${timeoutMs} ms (last: ${last}); ${groups}; log:\n${logTail(p.log, 30)}\n${diagnostics(8)}`)
     },
     // Every exit supervisord saw that was not one of our kills.
     crashes() {
