@@ -33,6 +33,6 @@ export async function startHistoryWorker(ctx: ServiceContext): Promise<Worker> {
     recorded.inc({ entity_type: change.entity_type, change_type: change.change_type })
   }
 
-  const consumer = await ctx.bus.subscribe({ groupId: HISTORY_GROUP, topics: [TOPICS.adsEntityChanges], handler, fromBeginning: true })
+  const consumer = await ctx.bus.subscribe({ groupId: HISTORY_GROUP, topics: [TOPICS.adsEntityChanges], handler, fromBeginning: true, background: true })
   return { name: 'account-history-recorder', close: () => consumer.close() }
 }

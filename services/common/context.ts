@@ -46,6 +46,7 @@ export async function createBus(config: Config, clientId: string, log: Logger): 
     log,
     sessionTimeoutMs: config.kafkaSessionTimeoutMs,
     maxWaitTimeMs: config.kafkaFetchMaxWaitMs,
+    backgroundMaxWaitTimeMs: config.kafkaBackgroundFetchMaxWaitMs,
     maxBytesPerPartition: config.kafkaFetchMaxBytesPerPartition,
     maxBytes: config.kafkaFetchMaxBytes,
     partitionsConsumedConcurrently: config.kafkaPartitionsConcurrently,

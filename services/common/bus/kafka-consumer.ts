@@ -102,6 +102,8 @@ export class KafkaBusConsumer implements Consumer {
   private readonly retired = new Map<string, Promise<void>>()
   /** Records a partition may have queued before its fetching waits (a few handler calls' worth). */
   private readonly queueCap: number
+  /** Longest a fetch waits on idle partitions: longer for a background subscription. */
+  private readonly maxWaitMs: number
   private readonly queueDeps: ConstructorParameters<typeof PartitionQueue>[2]
 
   constructor(
@@ -113,6 +115,7 @@ export class KafkaBusConsumer implements Consumer {
   ) {
     this.plan = batchPlan(options)
     this.queueCap = Math.max(QUEUE_CHUNKS * this.plan.size, QUEUE_MIN)
+    this.maxWaitMs = options.background ? Math.max(settings.maxWaitTimeMs, settings.backgroundMaxWaitTimeMs) : settings.maxWaitTimeMs
     this.queueDeps = {
       plan: this.plan,
       groupId: options.groupId,
@@ -131,7 +134,7 @@ export class KafkaBusConsumer implements Consumer {
       rebalanceTimeout: settings.rebalanceTimeoutMs,
       heartbeatInterval: settings.heartbeatIntervalMs,
       ...(settings.assignmentDelayMs > 0 ? { partitionAssigners: [delayedRoundRobin(settings.assignmentDelayMs)] } : {}),
-      maxWaitTimeInMs: settings.maxWaitTimeMs,
+      maxWaitTimeInMs: this.maxWaitMs,
       maxBytesPerPartition: settings.maxBytesPerPartition,
       maxBytes: settings.maxBytes,
       allowAutoTopicCreation: false,
@@ -260,7 +263,7 @@ export class KafkaBusConsumer implements Consumer {
     }
     // The start position of a partition without a committed offset is looked up before the
     // first fetch: waiting for it means nothing published after subscribe() resolves is missed.
-    await within(firstFetch, Math.max(2000, 4 * this.settings.maxWaitTimeMs))
+    await within(firstFetch, Math.max(2000, 4 * this.maxWaitMs))
   }
 
   /** Queues a fetched partition batch and returns, so kafkajs fetches on while the queue drains (partition-queue.ts). */

@@ -18,6 +18,8 @@ export interface KafkaBusOptions {
   assignmentDelayMs?: number
   /** Longest a fetch waits for data on an idle partition. */
   maxWaitTimeMs?: number
+  /** The same for background subscriptions (SubscribeOptions.background). */
+  backgroundMaxWaitTimeMs?: number
   /** Most bytes one fetch returns per partition (a batch handler's batch comes out of one fetch). */
   maxBytesPerPartition?: number
   /** Most bytes one fetch returns in all. */
@@ -41,6 +43,7 @@ export const DEFAULTS = {
   rebalanceTimeoutMs: 60_000,
   assignmentDelayMs: 0,
   maxWaitTimeMs: 500,
+  backgroundMaxWaitTimeMs: 1000,
   maxBytesPerPartition: 1024 * 1024,
   maxBytes: 10 * 1024 * 1024,
   lingerMs: 0,

@@ -73,6 +73,11 @@ export interface SubscribeOptions {
   deadLetterTopic?: string
   /** Where a group with no committed offset starts. Default true: nothing published before the first start is missed. */
   fromBeginning?: boolean
+  /**
+   * Latency-tolerant (an index, a history): on Kafka its fetches may wait longer on idle
+   * partitions (KAFKA_BACKGROUND_FETCH_MAX_WAIT), so an idle process polls the brokers less.
+   */
+  background?: boolean
 }
 
 export interface Consumer {

@@ -121,6 +121,7 @@ export async function startInsightsIngest(ctx: ServiceContext): Promise<Worker> 
     groupId: INSIGHTS_GROUP,
     topics: [TOPICS.activityEvents],
     fromBeginning: true,
+    background: true,
     batchHandler: async (messages: BusMessage[]) => {
       const events = messages
         .map((m) => m.value as ActivityEvent)

@@ -115,6 +115,7 @@ export async function startTargetingIndexer(ctx: ServiceContext): Promise<Worker
     groupId: TARGETING_GROUP,
     topics: [TOPICS.adsEntityChanges],
     fromBeginning: true,
+    background: true,
     handler: async (message: BusMessage) => {
       const change = message.value as EntityChange
       if (!change || typeof change !== 'object' || typeof change.entity_type !== 'string') return
