@@ -66,27 +66,39 @@ export class AttemptRunner {
 
   /** Checks the webhook and its app, then POSTs and records the outcome. `lease` runs just before the POST. */
   async run(record: DeliveryRecord, lease: () => Promise<unknown>, known?: { webhook: Webhook | undefined; app: App | undefined }): Promise<void> {
+    await (await this.attempt(record, lease, known)).written
+  }
+
+  /**
+   * run() in two steps: resolves once the POST has its answer (or none), with `written`, which
+   * resolves once the outcome is stored. A caller that bounds attempts per receiver (the lanes)
+   * frees the receiver's slot at the answer: the store round trips after it are not the receiver's.
+   */
+  async attempt(record: DeliveryRecord, lease: () => Promise<unknown>, known?: { webhook: Webhook | undefined; app: App | undefined }): Promise<{ written: Promise<void> }> {
+    const done = { written: Promise.resolve() }
     const webhook = known ? known.webhook : await this.deps.registry.get(record.webhook_id)
     const app = known ? known.app : webhook ? await this.deps.store.getJson<App>(AuthKeys.app(record.app_id)) : undefined
     if (!webhook || !app || webhook.app_id !== record.app_id) {
       await this.finish(record, 'cancelled', { last_error: webhook ? 'the application was deleted' : 'the webhook was deleted' })
       this.count(webhook ? 'cancelled' : 'webhook_deleted')
-      return
+      return done
     }
     if (webhook.disabled_at) {
       await this.deadLetter(record, 'gone', { error: 'the webhook is disabled (it answered 410 Gone)' })
-      return
+      return done
     }
     if (!webhook.valid) {
       await this.fail(record, { error: `the webhook is invalid: ${webhook.invalid_reason ?? 'CRC failing'}` }, 'skipped_invalid')
-      return
+      return done
     }
     await lease()
     const out = await this.post(webhook, app, record.body)
     // Before settle() counts the attempt: the entry is numbered record.attempts + 1.
     const logged = this.deps.attempts?.ops(record, out) ?? []
-    await this.settle(record, webhook, out, logged)
-    await this.deps.attempts?.trimTail(record.app_id).catch((err: unknown) => this.deps.logger.warn({ err, app_id: record.app_id }, 'could not trim the console tail of attempts'))
+    const written = this.settle(record, webhook, out, logged).then(() =>
+      this.deps.attempts?.trimTail(record.app_id).catch((err: unknown) => this.deps.logger.warn({ err, app_id: record.app_id }, 'could not trim the console tail of attempts'))
+    )
+    return { written }
   }
 
   /** One signed POST of `body` to the webhook (also used by replays). */

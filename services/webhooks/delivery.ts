@@ -94,12 +94,19 @@ interface Prepared {
 }
 
 const SCHEDULER_BATCH = 1000
+/**
+ * Answered attempts whose outcome is still being stored, beyond which an attempt keeps its lane
+ * slot until its own outcome is stored: what is held in memory never outruns the store.
+ */
+const MAX_WRITING = 1024
 
 export class DeliveryEngine {
   private readonly nodeId = newUuid()
   private readonly lanes: Lanes<Prepared>
   private readonly runner: AttemptRunner
   private scheduler: PollingWorker | undefined
+  /** Outcomes of answered attempts being stored (their lane slots already free). */
+  private readonly writing = new Set<Promise<void>>()
   /** Claims released by the attempts of one turn go in one batch. */
   private readonly releases: WriteCoalescer
   private readonly claimDeps: ClaimDeps
@@ -208,13 +215,36 @@ export class DeliveryEngine {
     if (held) await this.claimedAttempt(held)
   }
 
-  /** An attempt of a delivery this process claimed; the claim goes with the attempts settling in the same turn. */
+  /**
+   * An attempt of a delivery this process claimed; the claim goes once its outcome is stored,
+   * with the claims of the attempts settling in the same turn.
+   */
   private async claimedAttempt(p: Prepared): Promise<void> {
+    const release = (): Promise<void> => this.releases.write([{ op: 'del', key: WebhookKeys.claim(p.record.delivery_id) }])
+    let answered: { written: Promise<void> }
     try {
-      await this.runner.run(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
-    } finally {
-      await this.releases.write([{ op: 'del', key: WebhookKeys.claim(p.record.delivery_id) }])
+      answered = await this.runner.attempt(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
+    } catch (err) {
+      await release()
+      throw err
     }
+    return this.afterAnswer(p.record, answered.written, release)
+  }
+
+  /**
+   * The lane's slot is the receiver's: it frees at the answer, and the outcome's writes go on
+   * outside it (a webhook's throughput is its concurrency over the POST's time, not over the POST
+   * and the store round trips after it). Until they land, the delivery's schedule entry stays a
+   * lease ahead, so no scheduler pass takes it again meanwhile.
+   */
+  private afterAnswer(record: DeliveryRecord, written: Promise<void>, then?: () => Promise<void>): Promise<void> {
+    const stored: Promise<void> = written
+      .catch((err: unknown) => this.deps.logger.warn({ err, delivery_id: record.delivery_id, webhook_id: record.webhook_id }, "could not store an attempt's outcome; the delivery stays scheduled"))
+      .then(() => then?.())
+      .catch((err: unknown) => this.deps.logger.warn({ err, delivery_id: record.delivery_id }, 'could not release a claim; it expires by itself'))
+      .finally(() => this.writing.delete(stored))
+    this.writing.add(stored)
+    return this.writing.size > MAX_WRITING ? stored : Promise.resolve()
   }
 
   /**
@@ -231,7 +261,8 @@ export class DeliveryEngine {
     if (p.claimed) return late ? undefined : this.claimedAttempt(p)
     if (late) return this.claimAndAttempt(webhookId, p.record.delivery_id)
     // The webhook and app were read when the delivery was accepted, moments ago.
-    return this.runner.run(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
+    const { written } = await this.runner.attempt(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
+    return this.afterAnswer(p.record, written)
   }
 
   /** One signed POST of `body` to the webhook (also used by replays). */
@@ -324,5 +355,6 @@ export class DeliveryEngine {
       )
     if (handBack.length > 0) await this.deps.store.batch(handBack).catch((err: unknown) => this.deps.logger.warn({ err }, 'could not hand queued deliveries back'))
     await this.lanes.idle()
+    await Promise.allSettled([...this.writing])
   }
 }

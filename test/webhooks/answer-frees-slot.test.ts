@@ -1,0 +1,60 @@
+import t from 'tap'
+import { MemoryStore } from '../../services/common/store/memory'
+import type { Store, StoreOp } from '../../services/common/store/types'
+import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
+import { WebhookKeys } from '../../services/webhooks/keys'
+import { bearerRequest, createIdentity, tempDir } from '../helper'
+import { sleep } from '../support/util'
+import { deliveryMessage, eventually, publishDeliveries, startReceiver, startWebhooks } from './support'
+
+/**
+ * A webhook's lane slot (WEBHOOK_CONCURRENCY) is the receiver's: it frees
+ * when the POST has its answer, and the outcome's store writes go on outside
+ * it. With one slot and a store whose writes take 300 ms, six deliveries
+ * reach the receiver back to back, not one per POST and write; every
+ * outcome is still stored.
+ */
+
+const WRITE_MS = 300
+const COUNT = 6
+
+/** The store with every write batch 300 ms late (reads as they are). */
+function slowWrites(store: Store): Store {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop === 'batch') return async (ops: StoreOp[]) => (await sleep(WRITE_MS), target.batch(ops))
+      const value = Reflect.get(target, prop, receiver) as unknown
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+    }
+  })
+}
+
+t.test('one slot, writes 300 ms each: six deliveries reach the receiver back to back, and every outcome is stored', async (t) => {
+  const memory = await MemoryStore.open(tempDir(t, 'gw-slot-'))
+  t.teardown(() => memory.close())
+  const rt = await startWebhooks(t, { store: slowWrites(memory), env: { WEBHOOK_CONCURRENCY: '1', WEBHOOK_TIMEOUT: '5s' } })
+  const id = await createIdentity(rt.ctx.store)
+  const receiver = await startReceiver(t, id.app.consumer_secret)
+  const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url: receiver.url } })
+  t.equal(res.status, 200, 'webhook registered')
+  const webhookId = res.json<{ data: { id: string } }>().data.id
+  const arrivals: number[] = []
+  receiver.onPost = () => {
+    arrivals.push(Date.now())
+    return { status: 200 }
+  }
+  const messages = Array.from({ length: COUNT }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId, text: `slot ${i}` }))
+  await publishDeliveries(rt, messages)
+  await eventually(() => arrivals.length >= COUNT, 15_000)
+  const spread = (arrivals[COUNT - 1] as number) - (arrivals[0] as number)
+  // Held for each write as well, the six would be at least five writes apart.
+  t.ok(spread < (COUNT - 1) * WRITE_MS, `six POSTs through one slot within ${spread} ms (five writes take ${(COUNT - 1) * WRITE_MS} ms)`)
+  t.equal(receiver.maxInFlight, 1, 'never more than the one slot in flight at the receiver')
+  const keys = messages.map((m) => WebhookKeys.delivery(String(m.delivery_id)))
+  const stored = await eventually(async () => {
+    const records = await memory.mgetJson<DeliveryRecord>(keys)
+    return records.every((r) => r?.status === 'delivered') ? records : undefined
+  }, 15_000)
+  t.equal(stored.length, COUNT, 'every outcome stored as delivered')
+  t.same(await memory.zrangeByScore(WebhookKeys.retries(), 0, Number.MAX_SAFE_INTEGER), [], 'and none is left on the retry schedule')
+})
