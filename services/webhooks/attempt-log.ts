@@ -98,7 +98,8 @@ export class AttemptLog {
 
   /** The store writes recording one attempt (the caller may batch them with its own). */
   ops(record: DeliveryRecord, out: HttpOutcome, now = Date.now()): StoreOp[] {
-    const n = record.attempts + 1
+    // Numbered across re-sends: a re-send starts `attempts` over, not the delivery's history.
+    const n = (record.attempts_before_resend ?? 0) + record.attempts + 1
     const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
     const attempt: AttemptEntry = { n, at: new Date(now).toISOString(), ms: Math.round(out.ms) }
     const tail: TailEntry = { delivery_id: record.delivery_id, webhook_id: record.webhook_id, at: now, n, outcome: ok ? 'delivered' : 'failed', ms: attempt.ms }

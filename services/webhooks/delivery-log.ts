@@ -41,6 +41,8 @@ export interface DeliveryRecord {
   /** Why it ended as failed: retries exhausted, or the webhook answered 410. */
   failure_reason?: 'exhausted' | 'gone'
   resent_at?: string
+  /** Attempts made before the last re-send (which starts `attempts` and the schedule over): the console numbers on from them. */
+  attempts_before_resend?: number
 }
 
 export interface LogQuery {

@@ -57,7 +57,15 @@ export async function resend(deps: ReschedulingDeps, webhookId: string, filter: 
   const ops: StoreOp[] = []
   for (const r of records) {
     if (r.status === 'pending') continue
-    const again: DeliveryRecord = { ...r, status: 'pending', attempts: 0, next_attempt_at: now, resent_at: new Date(now).toISOString() }
+    const again: DeliveryRecord = {
+      ...r,
+      status: 'pending',
+      // A fresh retry schedule; the attempts made so far stay numbered as they were.
+      attempts: 0,
+      attempts_before_resend: (r.attempts_before_resend ?? 0) + r.attempts,
+      next_attempt_at: now,
+      resent_at: new Date(now).toISOString()
+    }
     delete again.failed_at
     delete again.failure_reason
     delete again.delivered_at
