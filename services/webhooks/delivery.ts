@@ -253,12 +253,22 @@ export class DeliveryEngine {
    * no other process touches it before the lease runs out, and no claim or
    * re-read is needed), or one a scheduler pass claimed with its batch.
    * Queued past its lease, a first attempt is claimed like any other; a
-   * claimed one is left to a later pass (its entry falls due as its claim
-   * expires).
+   * claimed one is handed back due now with its claim (while the claim is
+   * surely still this process's), so the next pass claims it afresh rather
+   * than it waiting for the lease to run out.
    */
   private async preparedAttempt(webhookId: string, p: Prepared): Promise<void> {
-    const late = Date.now() + this.deps.client.timeoutMs + 5000 > p.leaseUntil
-    if (p.claimed) return late ? undefined : this.claimedAttempt(p)
+    const now = Date.now()
+    const late = now + this.deps.client.timeoutMs + 5000 > p.leaseUntil
+    if (p.claimed && late) {
+      // The claim outlives the lease (claims.ts): before the lease ends it is still ours to give back.
+      if (now < p.leaseUntil - 1000) {
+        await this.releases.write(releaseOps({ webhookId, deliveryId: p.record.delivery_id }, now))
+        this.scheduler?.poke()
+      }
+      return
+    }
+    if (p.claimed) return this.claimedAttempt(p)
     if (late) return this.claimAndAttempt(webhookId, p.record.delivery_id)
     // The webhook and app were read when the delivery was accepted, moments ago.
     const { written } = await this.runner.attempt(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
