@@ -6,6 +6,7 @@ import { projectRoot } from '../../services/common/bus/topics'
 import { instanceCounts, selectedServices, serviceEnv } from '../../scripts/up'
 import { runLag } from '../../services/cli/ops'
 import { tempDir } from '../support/util'
+import { whenGone } from '../support/sentinel'
 
 /**
  * `make up` / `make status` / `make down` for real: the compiled up script
@@ -129,10 +130,13 @@ t.test('make up: services and nginx under supervisord; a killed process comes ba
   const stateFile = path.join(runDir, 'state.json')
   const pids = new Set<number>()
   const readState = (): { processes: Record[]; proxy: { port: number; sandboxPort: number } } | undefined => (fs.existsSync(stateFile) ? JSON.parse(fs.readFileSync(stateFile, 'utf8')) : undefined)
+  // Killed by a tap timeout, this process runs no teardown: the sentinel stops what `up` started then.
+  const cancelSentinel = whenGone(process.pid, [process.execPath, upJs, 'down'], { ...env, DOWN_GRACE_MS: '3000' })
   t.teardown(async () => {
     // Whatever happened above, nothing may outlive the test.
     if (fs.existsSync(stateFile)) await run(['down'], { ...env, DOWN_GRACE_MS: '3000' }, 30_000)
     for (const pid of pids) if (!gone(pid)) process.kill(pid, 'SIGKILL')
+    cancelSentinel()
   })
 
   const started = await run(['up'], env, 90_000)

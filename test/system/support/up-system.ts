@@ -11,6 +11,7 @@ import type { ProcessRecord, RunState } from '../../../scripts/up'
 import { programStatus } from '../../../scripts/supervisor'
 import { createLogger } from '../../../services/common/logger'
 import { TEST_KAFKA_TIMINGS } from '../../support/infra'
+import { whenGone } from '../../support/sentinel'
 import { alive, tempDir } from '../../support/util'
 import { describeMockGroups } from './mock-groups'
 import { SYSTEM_ENV, type SystemView } from './system'
@@ -67,9 +68,12 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
     ...env
   }
   const stateFile = path.join(runDir, 'state.json')
+  // A tap timeout kills this process before any teardown runs: then the sentinel stops what `up` started.
+  const cancelSentinel = whenGone(process.pid, [process.execPath, upJs, 'down'], upEnv)
   // Registered first, so it runs last: after the test's store and bus closed.
   t.teardown(async () => {
     if (fs.existsSync(stateFile)) await run(['down'], upEnv, 60_000)
+    cancelSentinel()
   })
   const started = await run(['up'], upEnv, 120_000)
   if (started.code !== 0 || !fs.existsSync(stateFile)) throw new Error(`make up failed:\n${started.out}`)
