@@ -195,3 +195,35 @@ t.test('keyword insights ingest: a batch of events is one read and one store bat
   t.equal(await store.get(`ads:insights:post:${gone}`), undefined)
   t.equal(await store.get(`ads:insights:post:${earlier}`), undefined)
 })
+
+t.test('keyword insights ingest: the hour hash gets one expiry per batch, not one per post', async (t) => {
+  const rt = await startTestRuntime(t, { services: [] })
+  const store = rt.ctx.store
+  const batches: Array<Array<{ op: string; key: string }>> = []
+  const counted = new Proxy(store, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown
+      if (typeof value !== 'function') return value
+      return (...args: unknown[]) => {
+        if (prop === 'batch') batches.push(args[0] as Array<{ op: string; key: string }>)
+        return (value as (...a: unknown[]) => unknown).apply(target, args)
+      }
+    }
+  })
+  const ctx = { ...rt.ctx, store: counted } as typeof rt.ctx
+  const hourStart = Math.floor(Date.now() / HOUR) * HOUR - HOUR
+  const events = Array.from({ length: 50 }, (_, i) => ({
+    event_type: 'post.create',
+    user_id: '1234567890',
+    created_at: new Date(hourStart + i * 1000).toISOString(),
+    payload: { id: newNumericId(), text: `post ${i} about keywords`, created_at: new Date(hourStart + i * 1000).toISOString() }
+  }))
+  await ingestActivities(ctx, events)
+  t.equal(batches.length, 1, 'one store batch')
+  const ops = batches[0] ?? []
+  const hourKey = `ads:insights:hour:${Math.floor(hourStart / HOUR)}`
+  t.equal(ops.filter((o) => o.op === 'hset').length, 50, 'every post filed')
+  t.same(ops.filter((o) => o.op === 'pexpire').map((o) => o.key), [hourKey], 'one expiry, for the one hour')
+  t.equal(ops[ops.length - 1]?.op, 'pexpire', 'after the posts (an expiry before the hash exists would be lost)')
+  t.equal(Object.keys(await store.hgetall(hourKey)).length, 50, 'the hour holds the 50 posts')
+})

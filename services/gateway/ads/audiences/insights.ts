@@ -57,8 +57,11 @@ export function countryOf(event: ActivityEvent): string | null {
   return typeof code === 'string' && /^[A-Za-z]{2}$/.test(code) ? code.toUpperCase() : null
 }
 
-/** A post.create's corpus writes, or undefined when the event files nothing (bad id or time, past the retention). */
-function corpusWrites(event: ActivityEvent, retention: number, now: number): { id: string; hour: number; ops: StoreOp[] } | undefined {
+/**
+ * A post.create's corpus writes, or undefined when the event files nothing (bad id or time, past
+ * the retention). The hour's expiry (`ttl`) is the caller's to set, once per hour of a batch.
+ */
+function corpusWrites(event: ActivityEvent, retention: number, now: number): { id: string; hour: number; ttl: number; ops: StoreOp[] } | undefined {
   const id = String(event.payload.id ?? '')
   if (!/^[0-9]{1,19}$/.test(id)) return undefined
   const createdRaw = typeof event.payload.created_at === 'string' ? event.payload.created_at : event.created_at
@@ -74,9 +77,9 @@ function corpusWrites(event: ActivityEvent, retention: number, now: number): { i
   return {
     id,
     hour,
+    ttl,
     ops: [
       { op: 'hset', key: hourKey(hour), fields: { [id]: JSON.stringify(post) } },
-      { op: 'pexpire', key: hourKey(hour), ttlMs: ttl },
       { op: 'set', key: postKey(id), value: String(hour), ttlMs: ttl }
     ]
   }
@@ -94,6 +97,8 @@ export async function ingestActivities(ctx: ServiceContext, events: ActivityEven
   const storedHours = deletedIds.length > 0 ? await ctx.store.mget(deletedIds.map(postKey)) : []
   const hourOf = new Map<string, number | undefined>(deletedIds.map((id, i) => [id, storedHours[i] === undefined ? undefined : Number(storedHours[i])]))
   const ops: StoreOp[] = []
+  /** Each hour filed into, with its expiry: one pexpire per hour per batch, not one per post. */
+  const hourTtl = new Map<number, number>()
   for (const event of events) {
     if (event.event_type === 'post.delete') {
       const id = String(event.payload.id ?? '')
@@ -106,8 +111,11 @@ export async function ingestActivities(ctx: ServiceContext, events: ActivityEven
       if (!filed) continue
       ops.push(...filed.ops)
       hourOf.set(filed.id, filed.hour)
+      hourTtl.set(filed.hour, filed.ttl)
     }
   }
+  // After the hsets (an expiry on a hash not created yet would be lost), in the same batch.
+  for (const [hour, ttl] of hourTtl) ops.push({ op: 'pexpire', key: hourKey(hour), ttlMs: ttl })
   if (ops.length > 0) await ctx.store.batch(ops)
 }
 
