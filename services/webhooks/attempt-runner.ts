@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { AuthKeys, type App } from '../common/auth/records'
+import type { App } from '../common/auth/records'
 import { TOPICS, type Bus } from '../common/bus/types'
 import { WriteCoalescer } from '../common/store/coalescer'
 import type { Store, StoreOp } from '../common/store/types'
@@ -64,20 +64,14 @@ export class AttemptRunner {
     this.deps.metrics.deliveries.inc({ outcome })
   }
 
-  /** Checks the webhook and its app, then POSTs and records the outcome. `lease` runs just before the POST. */
-  async run(record: DeliveryRecord, lease: () => Promise<unknown>, known?: { webhook: Webhook | undefined; app: App | undefined }): Promise<void> {
-    await (await this.attempt(record, lease, known)).written
-  }
-
   /**
-   * run() in two steps: resolves once the POST has its answer (or none), with `written`, which
-   * resolves once the outcome is stored. A caller that bounds attempts per receiver (the lanes)
-   * frees the receiver's slot at the answer: the store round trips after it are not the receiver's.
+   * Checks the webhook and its app (as read with the record), then POSTs and records the outcome.
+   * Resolves once the POST has its answer (or none), with `written`, which resolves once the
+   * outcome is stored: a caller that bounds attempts per receiver (the lanes) frees the receiver's
+   * slot at the answer, since the store round trips after it are not the receiver's.
    */
-  async attempt(record: DeliveryRecord, lease: () => Promise<unknown>, known?: { webhook: Webhook | undefined; app: App | undefined }): Promise<{ written: Promise<void> }> {
+  async attempt(record: DeliveryRecord, webhook: Webhook | undefined, app: App | undefined): Promise<{ written: Promise<void> }> {
     const done = { written: Promise.resolve() }
-    const webhook = known ? known.webhook : await this.deps.registry.get(record.webhook_id)
-    const app = known ? known.app : webhook ? await this.deps.store.getJson<App>(AuthKeys.app(record.app_id)) : undefined
     if (!webhook || !app || webhook.app_id !== record.app_id) {
       await this.finish(record, 'cancelled', { last_error: webhook ? 'the application was deleted' : 'the webhook was deleted' })
       this.count(webhook ? 'cancelled' : 'webhook_deleted')
@@ -91,9 +85,8 @@ export class AttemptRunner {
       await this.fail(record, { error: `the webhook is invalid: ${webhook.invalid_reason ?? 'CRC failing'}` }, 'skipped_invalid')
       return done
     }
-    await lease()
     const out = await this.post(webhook, app, record.body)
-    // Before settle() counts the attempt: the entry is numbered record.attempts + 1.
+    // Before settle() counts the attempt: the entry is numbered after the attempts made so far.
     const logged = this.deps.attempts?.ops(record, out) ?? []
     const written = this.settle(record, webhook, out, logged).then(() =>
       this.deps.attempts?.trimTail(record.app_id).catch((err: unknown) => this.deps.logger.warn({ err, app_id: record.app_id }, 'could not trim the console tail of attempts'))

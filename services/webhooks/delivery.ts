@@ -223,7 +223,7 @@ export class DeliveryEngine {
     const release = (): Promise<void> => this.releases.write([{ op: 'del', key: WebhookKeys.claim(p.record.delivery_id) }])
     let answered: { written: Promise<void> }
     try {
-      answered = await this.runner.attempt(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
+      answered = await this.runner.attempt(p.record, p.webhook, p.app)
     } catch (err) {
       await release()
       throw err
@@ -271,7 +271,7 @@ export class DeliveryEngine {
     if (p.claimed) return this.claimedAttempt(p)
     if (late) return this.claimAndAttempt(webhookId, p.record.delivery_id)
     // The webhook and app were read when the delivery was accepted, moments ago.
-    const { written } = await this.runner.attempt(p.record, async () => undefined, { webhook: p.webhook, app: p.app })
+    const { written } = await this.runner.attempt(p.record, p.webhook, p.app)
     return this.afterAnswer(p.record, written)
   }
 
@@ -361,7 +361,7 @@ export class DeliveryEngine {
     const handBack: StoreOp[] = this.lanes
       .stop()
       .flatMap(({ webhookId, deliveryId, fresh }) =>
-        fresh?.claimed ? releaseOps({ webhookId, deliveryId }, now) : [{ op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, deliveryId) } satisfies StoreOp]
+        fresh.claimed ? releaseOps({ webhookId, deliveryId }, now) : [{ op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, deliveryId) } satisfies StoreOp]
       )
     if (handBack.length > 0) await this.deps.store.batch(handBack).catch((err: unknown) => this.deps.logger.warn({ err }, 'could not hand queued deliveries back'))
     await this.lanes.idle()
