@@ -82,7 +82,7 @@ async function killMidBurst(t: Test, scene: Scene, p: ProcessRecord): Promise<nu
   const seen = (): number => burst.filter((uuid) => stream.received.has(uuid)).length
   const working = async (): Promise<boolean> =>
     p.service === 'activity' ? (await counter(p, 'activity_deliveries_produced_total')) - produced >= (BURST / 2) * FLOWING * (1 + FAN_OUT) : seen() >= BURST * FLOWING
-  const busy = await eventually(working, 30_000, 10).then(() => true, () => false)
+  const busy = await eventually(working, 30_000, 50).then(() => true, () => false)
   const onStream = seen()
   const onWebhook = burst.filter((uuid) => tenant.receiver.has('activity', uuid)).length
   const pid = await system.kill9(p.name)

@@ -8,12 +8,13 @@ import { projectRoot } from '../../../services/common/bus/topics'
 import { RedisStore } from '../../../services/common/store/redis'
 import type { Store } from '../../../services/common/store/types'
 import type { ProcessRecord, RunState } from '../../../scripts/up'
-import { programStatus } from '../../../scripts/supervisor'
+import { processesFromLog } from '../../../scripts/supervisor'
 import { createLogger } from '../../../services/common/logger'
 import { TEST_KAFKA_TIMINGS } from '../../support/infra'
 import { whenGone } from '../../support/sentinel'
 import { alive, tempDir } from '../../support/util'
 import { describeMockGroups } from './mock-groups'
+import { cpuFacts, probeError, ReadinessLog } from './readiness-log'
 import { SYSTEM_ENV, type SystemView } from './system'
 
 /**
@@ -48,6 +49,9 @@ export interface UpSystem extends SystemView {
   /** Waits until supervisord runs the instance again under another pid and it answers /readyz; the ms it took. */
   waitBack(name: string, killedPid: number, timeoutMs?: number): Promise<number>
 }
+
+/** How long one readiness probe may take: a process that answers slower than this is not back yet. */
+const PROBE_TIMEOUT_MS = 1000
 
 export async function startUpSystem(t: Test, env: Record<string, string>): Promise<UpSystem> {
   if (!fs.existsSync(upJs)) throw new Error(`${path.relative(root, upJs)} is missing: run \`make build\` first (make test does)`)
@@ -88,7 +92,6 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
 
   const instances = state.processes.filter((p) => p.kind === 'service')
   const kills = new Map<string, number>()
-  const status = async (name: string): Promise<{ state: string; pid?: number } | undefined> => (await programStatus(files)).find((s) => s.name === name)
   const record = (name: string): ProcessRecord => {
     const p = instances.find((x) => x.name === name)
     if (!p) throw new Error(`no instance ${name}; have ${instances.map((x) => x.name).join(', ')}`)
@@ -101,10 +104,27 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
       return '(no log)'
     }
   }
-  const pidOf = async (name: string): Promise<number | undefined> => {
-    const s = await status(name)
-    return s?.state === 'RUNNING' ? s.pid : undefined
+  const supervisorLog = (): string => {
+    try {
+      return fs.readFileSync(files.log, 'utf8')
+    } catch {
+      return ''
+    }
   }
+  // From supervisord's log, not supervisorctl: waiting for several victims at once, polling
+  // supervisorctl (a Python start each time) took the CPU from the very processes awaited.
+  const pidOf = async (name: string): Promise<number | undefined> => {
+    const p = processesFromLog(supervisorLog()).get(name)
+    return p?.state === 'RUNNING' ? p.pid : undefined
+  }
+  /** supervisord's lines about one program: when it exited, was spawned and counted as running. */
+  const timeline = (name: string): string =>
+    supervisorLog()
+      .split('\n')
+      .filter((l) => l.includes(`'${name}'`) || l.includes(` ${name} `))
+      .slice(-6)
+      .map((l) => l.replace(/^\d{4}-\d\d-\d\d /, '').replace(/ (INFO|WARN|CRIT) /, ' '))
+      .join(' | ')
   const kafkaLog = state.processes.find((p) => p.kind === 'kafka')?.log
   // The mock cluster is not supervised: whether it is still alive is the first thing to know.
   const diagnostics = (lines = 25): string =>
@@ -129,22 +149,25 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
     async waitBack(name, killedPid, timeoutMs = 60_000) {
       const from = Date.now()
       const p = record(name)
-      let last = 'not running'
+      const probes = new ReadinessLog()
+      let pid: number | undefined
       while (Date.now() - from < timeoutMs) {
-        const pid = await pidOf(name)
+        pid = await pidOf(name)
         if (pid !== undefined && pid !== killedPid) {
-          const answer = await fetch(`http://127.0.0.1:${p.port}/readyz`, { signal: AbortSignal.timeout(1000) }).then(
-            async (r) => ({ ok: r.ok, text: `${r.status} ${await r.text()}` }),
-            (err: Error) => ({ ok: false, text: err.message })
+          const answer = await fetch(`http://127.0.0.1:${p.port}/readyz`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) }).then(
+            async (r) => ({ ok: r.ok, text: `${r.status} ${((await r.json().catch(() => ({}))) as { reason?: string }).reason ?? ''}`.trim() }),
+            (err: Error) => ({ ok: false, text: probeError(err, PROBE_TIMEOUT_MS) })
           )
           if (answer.ok) return Date.now() - from
-          last = `pid ${pid}: /readyz ${answer.text}`
-        } else last = pid === undefined ? 'not running' : 'still the killed pid'
-        await new Promise((r) => setTimeout(r, 100))
+          probes.note(`pid ${pid}: ${answer.text}`)
+        } else probes.note(pid === undefined ? 'not running' : 'still the killed pid')
+        await new Promise((r) => setTimeout(r, 250))
       }
-      // The mock cluster's view of the groups first: CI shows only the start of a failure's message.
+      // What CI shows of a failure is its start: the probes, the CPU the process got, supervisord, then the mock's groups.
       const groups = kafkaLog ? describeMockGroups(kafkaLog, { prefix: p.service }) : 'no mock cluster log'
-      throw new Error(`${name} not back within ${timeoutMs} ms (last: ${last}); ${groups}; log:\n${logTail(p.log, 30)}\n${diagnostics(8)}`)
+      throw new Error(
+        `${name} not back within ${timeoutMs} ms; readyz: ${probes.summary()}; ${cpuFacts(pid)}; supervisord: ${timeline(name)}; ${groups}; log:\n${logTail(p.log, 30)}\n${diagnostics(8)}`
+      )
     },
     // Every exit supervisord saw that was not one of our kills.
     crashes() {
