@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from './context'
-import type { Bus, GroupOffsets, LagSource } from './bus/types'
+import type { Assignment, Bus, GroupOffsets, LagSource } from './bus/types'
 import { ValidatingBus } from './bus/validating'
 import { operatorGuard, resolveOperatorToken } from './operator'
 
@@ -9,7 +9,8 @@ import { operatorGuard, resolveOperatorToken } from './operator'
  * process can see — all groups of the in-memory bus in embedded mode; on
  * Kafka every group the cluster lists, or, on a broker without ListGroups
  * (the librdkafka mock cluster), the groups this process consumes with.
- * `?group=a,b` narrows it. Registered by the runtime in every process, so
+ * `?group=a,b` narrows it. `assigned`: the partitions this process's own
+ * consumers hold, so an operator sees how a group's partitions are shared out. Registered by the runtime in every process, so
  * `make lag` can ask each service of `make up` for its own groups.
  */
 
@@ -17,6 +18,8 @@ export interface LagReport {
   service: string
   bus: Bus['kind']
   groups: GroupOffsets[]
+  /** The partitions this process's own consumers hold, per group and topic. */
+  assigned: Assignment[]
 }
 
 function lagSource(bus: Bus): LagSource | undefined {
@@ -36,7 +39,8 @@ export async function busLagRoutes(app: FastifyInstance, ctx: ServiceContext): P
       const source = lagSource(ctx.bus)
       const wanted = request.query.group?.split(',').map((g) => g.trim()).filter((g) => g !== '')
       const groups = source ? await source.groupOffsets(wanted && wanted.length > 0 ? wanted : undefined) : []
-      return { service: ctx.serviceName, bus: ctx.bus.kind, groups }
+      const assigned = (source?.assignments() ?? []).filter((a) => !wanted || wanted.length === 0 || wanted.includes(a.group))
+      return { service: ctx.serviceName, bus: ctx.bus.kind, groups, assigned }
     }
   )
 }

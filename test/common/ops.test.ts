@@ -3,7 +3,7 @@ import net from 'node:net'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import { MemoryBus } from '../../services/common/bus/memory'
-import type { Bus, GroupOffsets, LagSource } from '../../services/common/bus/types'
+import type { Assignment, Bus, Consumer, GroupOffsets, LagSource } from '../../services/common/bus/types'
 import type { ValidatingBus } from '../../services/common/bus/validating'
 import { loadConfig } from '../../services/common/config'
 import { createContext } from '../../services/common/context'
@@ -75,6 +75,23 @@ t.test('memory bus: GET /admin/bus/lag and `lag` report each group', async (t) =
 
   const wrongToken = io(t, { GATEWAY_URL: runtime.baseUrl, OPERATOR_TOKEN: 'nope' })
   await t.rejects(runLag([], wrongToken), /operator API answered 401/, 'a wrong token is reported, not hidden')
+
+  // Two members of one group: each holds a share, together every partition, none twice.
+  const members = await Promise.all([1, 2].map(() => bus.subscribe({ groupId: 'ops-shared', topics: ['ops.topic'], handler: async () => undefined })))
+  const shares = async (): Promise<number[][]> => {
+    const r = (await (await fetch(`${runtime.baseUrl}/admin/bus/lag?group=ops-shared`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as { assigned: Assignment[] }
+    t.ok(r.assigned.every((a) => a.group === 'ops-shared' && a.topic === 'ops.topic'), '?group= narrows the assignments too')
+    return r.assigned.map((a) => a.partitions)
+  }
+  const two = await shares()
+  const all = Array.from({ length: config.busPartitions }, (_, i) => i)
+  t.equal(two.length, 2, 'one share per member')
+  t.ok(two.every((s) => s.length > 0), `each member holds partitions: ${JSON.stringify(two)}`)
+  t.same(two.flat().sort((a, b) => a - b), all, 'together every partition, none twice')
+  await (members[0] as Consumer).close()
+  t.same(await shares(), [all], 'the member left holds them all')
+  await (members[1] as Consumer).close()
+  t.same(await shares(), [], 'no member, no assignment')
 })
 
 t.test('make run: `lag` shows every consumer group of the embedded system, a total per group, and which are behind', async (t) => {

@@ -5,7 +5,7 @@ import t from 'tap'
 import { projectRoot } from '../../services/common/bus/topics'
 import { instanceCounts, selectedServices, serviceEnv } from '../../scripts/up'
 import { runLag } from '../../services/cli/ops'
-import { tempDir } from '../support/util'
+import { eventually, tempDir } from '../support/util'
 import { whenGone } from '../support/sentinel'
 
 /**
@@ -185,6 +185,22 @@ t.test('make up: services and nginx under supervisord; a killed process comes ba
     const groups = ((await res.json()) as { groups: Array<{ group: string }> }).groups.map((g) => g.group)
     t.ok(groups.includes(`stream-${node.name}`), `${node.name} consumes as group stream-${node.name} (has ${[...new Set(groups)].join(', ')})`)
   }
+
+  // WEBHOOKS=2: the two processes are one consumer group and share activity.deliveries out between them.
+  const webhooks = services.filter((p) => p.service === 'webhooks')
+  const held = async (p: Record): Promise<number[]> => {
+    const res = await fetch(`http://127.0.0.1:${p.port}/admin/bus/lag?group=webhooks-delivery`, { headers: { authorization: `Bearer ${token}` } })
+    const report = (await res.json()) as { assigned: Array<{ group: string; topic: string; partitions: number[] }> }
+    return report.assigned.filter((a) => a.topic === 'activity.deliveries').flatMap((a) => a.partitions)
+  }
+  const deliveriesPartitions = Array.from({ length: 12 }, (_, i) => i)
+  let shares: number[][] = []
+  // A group that just formed may still be rebalancing: a share is read while it settles.
+  const split = await eventually(async () => {
+    shares = await Promise.all(webhooks.map(held))
+    return shares.every((s) => s.length > 0) && JSON.stringify(shares.flat().sort((a, b) => a - b)) === JSON.stringify(deliveriesPartitions)
+  }, 30_000).then(() => true, () => false)
+  t.ok(split && webhooks.length === 2, `WEBHOOKS=2: each process holds a share of activity.deliveries' 12 partitions, none twice (${JSON.stringify(shares)})`)
 
   // make lag under make up: every group of every process, one total line each, and the line for the whole system.
   const lag = { lines: [] as string[], errors: [] as string[] }

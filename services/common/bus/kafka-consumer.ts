@@ -3,7 +3,7 @@ import type { Logger } from 'pino'
 import { batchPlan, deadLetterValue, FailureCounter, type BatchPlan } from './batch'
 import type { Settings } from './kafka-settings'
 import { type Entry, PartitionQueue } from './partition-queue'
-import type { BusMessage, Consumer, Headers, SubscribeOptions } from './types'
+import type { Assignment, BusMessage, Consumer, Headers, SubscribeOptions } from './types'
 
 /**
  * A subscription on Kafka: one kafkajs consumer, eachBatch with manual
@@ -91,6 +91,8 @@ export class KafkaBusConsumer implements Consumer {
   private recoveries = 0
   /** Readiness: in the group, not crashed, and in touch with the brokers (last fetch or heartbeat). */
   private joined = false
+  /** Partitions by topic, as the group's last assignment gave them to this member. */
+  private assignment: Record<string, number[]> = {}
   private crash: string | undefined
   private lastContact = 0
   onClosed: (() => void) | undefined
@@ -151,6 +153,7 @@ export class KafkaBusConsumer implements Consumer {
       this.log.error({ err: event.payload.error, group: options.groupId, restart: event.payload.restart }, 'consumer crashed')
       // Not ready until it is back in its group, whether kafkajs or scheduleRecovery restarts it.
       this.joined = false
+      this.assignment = {}
       this.crash = event.payload.error.message
       // kafkajs restarts by itself only after retriable errors; after any other it stays
       // stopped for good while the process looks healthy. Restart it here instead.
@@ -176,6 +179,7 @@ export class KafkaBusConsumer implements Consumer {
           })
         }
       }
+      this.assignment = assigned
       this.recoveries = 0
       this.joined = true
       this.crash = undefined
@@ -234,6 +238,14 @@ export class KafkaBusConsumer implements Consumer {
 
   get groupId(): string {
     return this.options.groupId
+  }
+
+  /** The partitions this member holds (none while out of its group). */
+  assigned(): Assignment[] {
+    if (this.closing) return []
+    return Object.entries(this.assignment)
+      .filter(([, partitions]) => partitions.length > 0)
+      .map(([topic, partitions]) => ({ group: this.groupId, topic, partitions: [...partitions].sort((a, b) => a - b) }))
   }
 
   /** Connects, subscribes and resolves once the consumer joined its group (bounded by the rebalance timeout). */

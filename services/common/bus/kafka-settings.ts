@@ -42,7 +42,8 @@ export const DEFAULTS = {
   heartbeatIntervalMs: 3_000,
   rebalanceTimeoutMs: 60_000,
   assignmentDelayMs: 0,
-  maxWaitTimeMs: 500,
+  // The same as KAFKA_FETCH_MAX_WAIT's default (config.ts): a bus built without settings behaves like a service's.
+  maxWaitTimeMs: 100,
   backgroundMaxWaitTimeMs: 1000,
   maxBytesPerPartition: 1024 * 1024,
   maxBytes: 10 * 1024 * 1024,

@@ -3,7 +3,7 @@ import type { Logger } from 'pino'
 import { fetchGroupOffsets, listGroups } from './kafka-admin'
 import { KafkaBusConsumer, sleep } from './kafka-consumer'
 import { DEFAULTS, kafkaLogLevel, pinoLogCreator, type KafkaBusOptions, type Settings } from './kafka-settings'
-import type { Bus, Consumer, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
+import type { Assignment, Bus, Consumer, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
 
 export { fetchGroupOffsets, listGroups } from './kafka-admin'
 export type { KafkaBusOptions } from './kafka-settings'
@@ -178,6 +178,10 @@ export class KafkaBus implements Bus, LagSource {
       const topics = this.groups.get(group)
       return topics ? [...topics] : undefined
     })
+  }
+
+  assignments(): Assignment[] {
+    return [...this.consumers].flatMap((c) => c.assigned())
   }
 
   /** Stops every consumer (in-flight handlers finish and commit, groups are left), then the producer. */

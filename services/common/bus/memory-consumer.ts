@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { batchPlan, deadLetterValue, FailureCounter, runBatch, shouldDeadLetter, type BatchPlan } from './batch'
-import type { BusMessage, Consumer, SubscribeOptions } from './types'
+import type { Assignment, BusMessage, Consumer, SubscribeOptions } from './types'
 
 /**
  * A member of a memory-bus consumer group: one worker per assigned
@@ -52,6 +52,17 @@ export class MemoryConsumer implements Consumer {
 
   get groupId(): string {
     return this.group.id
+  }
+
+  /** The partitions this member holds, by topic (the group's round robin among its members). */
+  assigned(): Assignment[] {
+    const byTopic = new Map<string, number[]>()
+    for (const k of this.workers.keys()) {
+      const i = k.lastIndexOf(':')
+      const topic = k.slice(0, i)
+      byTopic.set(topic, [...(byTopic.get(topic) ?? []), Number(k.slice(i + 1))])
+    }
+    return [...byTopic].map(([topic, partitions]) => ({ group: this.group.id, topic, partitions: partitions.sort((a, b) => a - b) }))
   }
 
   /** Stops workers of partitions no longer ours, re-binds survivors to the new generation, starts new ones. */

@@ -3,7 +3,7 @@ import { BusJournal, encodeMessage, type Commit, type StoredPartition } from './
 import { partitionFor } from './partitioner'
 import { MemoryConsumer, type ConsumerHost, type Group } from './memory-consumer'
 import { loadTopics } from './topics'
-import type { Bus, BusMessage, Consumer, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
+import type { Assignment, Bus, BusMessage, Consumer, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
 
 /**
  * In-process bus with Kafka's semantics (partitions by key, consumer groups
@@ -319,6 +319,10 @@ export class MemoryBus implements Bus, LagSource, ConsumerHost {
       }
     }
     return out.sort((a, b) => a.group.localeCompare(b.group) || a.topic.localeCompare(b.topic) || a.partition - b.partition)
+  }
+
+  assignments(): Assignment[] {
+    return [...this.groups.values()].flatMap((g) => g.members.flatMap((m) => m.assigned()))
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * The message bus between services. Two implementations share this contract
- * (test/common/bus.contract.ts runs against both): MemoryBus (embedded mode)
+ * (test/common/bus.contract.test.ts runs against both): MemoryBus (embedded mode)
  * and KafkaBus (kafkajs). Semantics, both:
  *  - messages with the same key keep their order (one partition per key);
  *  - a consumer group splits a topic's partitions among its members and
@@ -114,9 +114,18 @@ export interface GroupOffsets {
   lag: number
 }
 
+/** The partitions one consumer (group member) of this process holds now. */
+export interface Assignment {
+  group: string
+  topic: string
+  partitions: number[]
+}
+
 /** Both buses report their consumer groups' offsets (services/common/admin-bus.ts). */
 export interface LagSource {
   groupOffsets(groups?: string[]): Promise<GroupOffsets[]>
+  /** What this process's own consumers hold: how a group's partitions are shared out among processes. */
+  assignments(): Assignment[]
 }
 
 /** Every topic of the system (deploy/topics.json has their partitions and retention). */
