@@ -115,3 +115,44 @@ t.test('idle lane pools are closed, and a forgotten lane at once', async (t) => 
   t.equal(again.openLanes, 0, 'forget closes the lane (a deleted webhook)')
   t.ok(ok(await again.send('POST', `${server.url}/x`, { body: '{}', lane: 'deleted' })), 'and a later request opens a new one')
 })
+
+t.test('WEBHOOK_TIMEOUT bounds the whole request: no answer, or an answer whose body trickles past it', async (t) => {
+  const sockets = new Set<import('node:net').Socket>()
+  const server = http.createServer((req, res) => {
+    req.resume()
+    if (req.url === '/silent') return // never answers
+    if (req.url === '/trickle') {
+      // Headers at once, then a byte every 100 ms: each chunk well inside any idle timeout.
+      res.writeHead(200, { 'content-type': 'text/plain' })
+      const timer = setInterval(() => res.write('x'), 100)
+      res.on('close', () => clearInterval(timer))
+      return
+    }
+    res.end('{}')
+  })
+  server.on('connection', (s) => {
+    sockets.add(s)
+    s.on('close', () => sockets.delete(s))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => {
+    for (const s of sockets) s.destroy()
+    return new Promise<void>((resolve) => server.close(() => resolve()))
+  })
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const timeoutMs = 600
+  const c = client(t, { timeoutMs })
+  for (const [path, lane] of [['/silent', 'w1'], ['/trickle', 'w2'], ['/silent', undefined]] as const) {
+    const sent = Date.now()
+    const out = await c.send('POST', `${url}${path}`, { body: '{}', ...(lane ? { lane } : {}), maxBodyBytes: 1024 })
+    const took = Date.now() - sent
+    t.same({ kind: out.kind, failure: out.kind === 'error' ? out.failure : undefined }, { kind: 'error', failure: 'timeout' }, `${path} (${lane ?? 'check'}): a timeout`)
+    t.equal(out.kind === 'error' ? out.message : '', `no answer within ${timeoutMs} ms`)
+    t.ok(took >= timeoutMs - 50 && took < timeoutMs + 1500, `after about the timeout: ${took} ms`)
+  }
+  // The lane still works after its request was cut off, and a quick answer leaves no timer behind to fire.
+  const fine = await c.send('POST', `${url}/fine`, { body: '{}', lane: 'w1' })
+  t.ok(ok(fine), 'the next request of the lane is answered')
+  await new Promise((r) => setTimeout(r, timeoutMs + 200))
+  t.ok(ok(fine), 'and stays a success after its deadline would have passed')
+})
