@@ -95,6 +95,13 @@ interface Prepared {
 
 const SCHEDULER_BATCH = 1000
 /**
+ * A pass whose first page is all held back by full lanes (a slow webhook's backlog, due before
+ * anything else) reads on, up to this many pages, for due entries of webhooks with room: at most
+ * once a second, since a backlog that stays is read through each time.
+ */
+const SCHEDULER_DEEP_PAGES = 10
+const SCHEDULER_DEEP_EVERY_MS = 1000
+/**
  * Answered attempts whose outcome is still being stored, beyond which an attempt keeps its lane
  * slot until its own outcome is stored: what is held in memory never outruns the store.
  */
@@ -111,6 +118,8 @@ export class DeliveryEngine {
   private readonly releases: WriteCoalescer
   private readonly claimDeps: ClaimDeps
   private closing = false
+  /** When a pass last read past its first page. */
+  private lastDeepScan = 0
   readonly leaseMs: number
 
   constructor(
@@ -293,17 +302,30 @@ export class DeliveryEngine {
    */
   async runDue(now = Date.now()): Promise<number> {
     if (this.closing) return 0
-    const due = await this.deps.store.zrangeByScore(WebhookKeys.retries(), 0, now, { limit: SCHEDULER_BATCH })
     const room = new Map<string, number>()
     const picked: DueDelivery[] = []
-    for (const { member } of due) {
-      const parsed = parseRetryMember(member)
-      if (!parsed || this.lanes.has(parsed.deliveryId)) continue
-      const left = room.get(parsed.webhookId) ?? this.lanes.room(parsed.webhookId)
-      // A full lane pokes the scheduler once it has drained by half.
-      if (left <= 0) continue
-      room.set(parsed.webhookId, left - 1)
-      picked.push(parsed)
+    const read = (offset: number) => this.deps.store.zrangeByScore(WebhookKeys.retries(), 0, now, { offset, limit: SCHEDULER_BATCH })
+    const consider = (entries: Array<{ member: string }>): void => {
+      for (const { member } of entries) {
+        const parsed = parseRetryMember(member)
+        if (!parsed || this.lanes.has(parsed.deliveryId)) continue
+        const left = room.get(parsed.webhookId) ?? this.lanes.room(parsed.webhookId)
+        // A full lane pokes the scheduler once it has drained by half.
+        if (left <= 0) continue
+        room.set(parsed.webhookId, left - 1)
+        picked.push(parsed)
+      }
+    }
+    const due = await read(0)
+    consider(due)
+    if (due.length === SCHEDULER_BATCH && picked.length === 0 && now - this.lastDeepScan >= SCHEDULER_DEEP_EVERY_MS) {
+      this.lastDeepScan = now
+      for (let page = 1, offset = due.length; page < SCHEDULER_DEEP_PAGES && picked.length === 0; page++) {
+        const more = await read(offset)
+        consider(more)
+        offset += more.length
+        if (more.length < SCHEDULER_BATCH) break
+      }
     }
     const claimed = await claimDue(this.claimDeps, picked)
     let started = 0

@@ -324,6 +324,38 @@ export const deliveryCases: Record<string, Case> = {
     t.equal(await outcomeCount(rt, 'retry_scheduled'), 10)
   },
 
+  'a slow webhook\'s backlog in the retry schedule never holds back another webhook\'s retry': async (t, h) => {
+    // One connection: the slow lane holds 32 attempts and the rest of its 1,200 wait in the schedule,
+    // due now, ahead of the other webhook's retry (due 200 ms later): more than a scheduler pass reads.
+    const rt = await h.start(t, { WEBHOOK_CONCURRENCY: '1', WEBHOOK_LIMIT_PER_APP: '2', WEBHOOK_RETRY_SCHEDULE: '0,200ms,200ms', WEBHOOK_TIMEOUT: '30s' })
+    const id = await createIdentity(rt.ctx.store)
+    const receiver = await startReceiver(t, id.app.consumer_secret, '/slow')
+    const webhookIds: string[] = []
+    for (const url of [receiver.url, receiver.urlFor('/other')]) {
+      const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
+      t.equal(res.status, 200, res.text)
+      webhookIds.push(res.json<{ data: { id: string } }>().data.id)
+    }
+    const [slow, other] = webhookIds as [string, string]
+    const held = gate()
+    let otherPosts = 0
+    // The other webhook fails its first attempt, so its delivery goes through the schedule too.
+    receiver.onPost = (p) => (p.path === '/slow' ? { status: 200, release: held.promise } : { status: ++otherPosts === 1 ? 500 : 200 })
+    t.teardown(() => held.open())
+    await publishDeliveries(rt, Array.from({ length: 1200 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId: slow, text: `slow ${i}` })))
+    await eventually(() => receiver.inFlightAt('/slow') === 1, 10_000)
+    const due = async (): Promise<number> => (await rt.ctx.store.zrangeByScore(WebhookKeys.retries(), 0, Date.now(), { limit: 5000 })).length
+    await eventually(async () => (await due()) >= 1100, 20_000)
+    await publishDeliveries(rt, [deliveryMessage({ appId: id.app.id, webhookId: other, text: 'other' })])
+    const retried = await eventually(() => receiver.accepted.some((p) => p.path === '/other'), 10_000).then(
+      () => true,
+      () => false
+    )
+    t.ok(retried, `the other webhook's retry was delivered while ${receiver.inFlightAt('/slow')} slow POST(s) held the slow lane (${otherPosts} POST(s) to the other)`)
+    t.equal(receiver.posts.filter((p) => p.path === '/slow').length, 1, 'the slow webhook was sent no more than its one connection')
+    held.open()
+  },
+
   'a burst larger than a lane holds is delivered completely, each once': async (t, h) => {
     // One connection: the lane holds 32 attempts; the rest wait in the store's schedule until it drains.
     const rt = await h.start(t, { WEBHOOK_CONCURRENCY: '1' })
