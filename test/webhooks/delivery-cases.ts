@@ -2,7 +2,7 @@ import type { Test } from 'tap'
 import type { Runtime } from '../../services/common/runtime'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { bearerRequest, createIdentity, plainRequest } from '../helper'
+import { bearerRequest, plainRequest } from '../helper'
 import {
   collectDeadLetters,
   deliveryMessage,
@@ -12,8 +12,8 @@ import {
   metricsText,
   metricValue,
   publishDeliveries,
-  registerWebhook,
-  startReceiver
+  registerTwoWebhooks,
+  registerWebhook
 } from './support'
 
 /**
@@ -243,14 +243,7 @@ export const deliveryCases: Record<string, Case> = {
   'the cap belongs to each webhook: two on one origin both reach it, and a CRC does not queue behind them': async (t, h) => {
     // A long timeout: the held deliveries must not time out while the test looks at them.
     const rt = await h.start(t, { WEBHOOK_CONCURRENCY: '2', WEBHOOK_LIMIT_PER_APP: '2', WEBHOOK_TIMEOUT: '10s' })
-    const id = await createIdentity(rt.ctx.store)
-    const receiver = await startReceiver(t, id.app.consumer_secret, '/first')
-    const webhookIds: string[] = []
-    for (const url of [receiver.url, receiver.urlFor('/second')]) {
-      const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
-      t.equal(res.status, 200, res.text)
-      webhookIds.push(res.json<{ data: { id: string } }>().data.id)
-    }
+    const { id, receiver, webhookIds } = await registerTwoWebhooks(t, rt, '/first', '/second')
     const held = gate()
     receiver.onPost = () => ({ status: 200, release: held.promise })
     await publishDeliveries(rt, webhookIds.flatMap((webhookId) => Array.from({ length: 4 }, () => deliveryMessage({ appId: id.app.id, webhookId }))))
@@ -271,15 +264,8 @@ export const deliveryCases: Record<string, Case> = {
 
   'a slow receiver never holds back another webhook\'s deliveries on the same partition': async (t, h) => {
     const rt = await h.start(t, { WEBHOOK_CONCURRENCY: '2', WEBHOOK_LIMIT_PER_APP: '2', WEBHOOK_TIMEOUT: '10s' })
-    const id = await createIdentity(rt.ctx.store)
-    const receiver = await startReceiver(t, id.app.consumer_secret, '/slow')
-    const webhookIds: string[] = []
-    for (const url of [receiver.url, receiver.urlFor('/fast')]) {
-      const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
-      t.equal(res.status, 200, res.text)
-      webhookIds.push(res.json<{ data: { id: string } }>().data.id)
-    }
-    const [slow, fast] = webhookIds as [string, string]
+    const { id, receiver, webhookIds } = await registerTwoWebhooks(t, rt, '/slow', '/fast')
+    const [slow, fast] = webhookIds
     const held = gate()
     receiver.onPost = (p) => (p.path === '/slow' ? { status: 200, release: held.promise } : { status: 200 })
     // One app and user: one key, one partition. The slow webhook's deliveries come first in it.
@@ -299,15 +285,8 @@ export const deliveryCases: Record<string, Case> = {
   'a failing receiver never holds back another webhook\'s deliveries on the same partition': async (t, h) => {
     // The retry after a failure is an hour away: were it awaited in line, nothing behind it would arrive.
     const rt = await h.start(t, { WEBHOOK_LIMIT_PER_APP: '2', WEBHOOK_RETRY_SCHEDULE: '0,1h,1h' })
-    const id = await createIdentity(rt.ctx.store)
-    const receiver = await startReceiver(t, id.app.consumer_secret, '/failing')
-    const webhookIds: string[] = []
-    for (const url of [receiver.url, receiver.urlFor('/healthy')]) {
-      const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
-      t.equal(res.status, 200, res.text)
-      webhookIds.push(res.json<{ data: { id: string } }>().data.id)
-    }
-    const [failing, healthy] = webhookIds as [string, string]
+    const { id, receiver, webhookIds } = await registerTwoWebhooks(t, rt, '/failing', '/healthy')
+    const [failing, healthy] = webhookIds
     // Answered at once, with an error: failing, not slow.
     receiver.onPost = (p) => (p.path === '/failing' ? { status: 500 } : { status: 200 })
     // One app, one user: one key, one partition. The failing webhook's deliveries come first in it.
@@ -328,15 +307,8 @@ export const deliveryCases: Record<string, Case> = {
     // One connection: the slow lane holds 32 attempts and the rest of its 1,200 wait in the schedule,
     // due now, ahead of the other webhook's retry (due 200 ms later): more than a scheduler pass reads.
     const rt = await h.start(t, { WEBHOOK_CONCURRENCY: '1', WEBHOOK_LIMIT_PER_APP: '2', WEBHOOK_RETRY_SCHEDULE: '0,200ms,200ms', WEBHOOK_TIMEOUT: '30s' })
-    const id = await createIdentity(rt.ctx.store)
-    const receiver = await startReceiver(t, id.app.consumer_secret, '/slow')
-    const webhookIds: string[] = []
-    for (const url of [receiver.url, receiver.urlFor('/other')]) {
-      const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
-      t.equal(res.status, 200, res.text)
-      webhookIds.push(res.json<{ data: { id: string } }>().data.id)
-    }
-    const [slow, other] = webhookIds as [string, string]
+    const { id, receiver, webhookIds } = await registerTwoWebhooks(t, rt, '/slow', '/other')
+    const [slow, other] = webhookIds
     const held = gate()
     let otherPosts = 0
     // The other webhook fails its first attempt, so its delivery goes through the schedule too.

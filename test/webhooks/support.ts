@@ -243,6 +243,19 @@ export async function registerWebhook(t: Test, rt: Runtime, id?: TestIdentity): 
   return { id: identity, receiver, webhookId: res.json<{ data: { id: string } }>().data.id }
 }
 
+/** One identity and one receiver with two webhooks on it, at `first` and `second` (the receiver answers CRC on both). */
+export async function registerTwoWebhooks(t: Test, rt: Runtime, first: string, second: string): Promise<{ id: TestIdentity; receiver: Receiver; webhookIds: [string, string] }> {
+  const id = await createIdentity(rt.ctx.store)
+  const receiver = await startReceiver(t, id.app.consumer_secret, first)
+  const webhookIds: string[] = []
+  for (const url of [receiver.url, receiver.urlFor(second)]) {
+    const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
+    t.equal(res.status, 200, res.text)
+    webhookIds.push(res.json<{ data: { id: string } }>().data.id)
+  }
+  return { id, receiver, webhookIds: webhookIds as [string, string] }
+}
+
 // ---------------------------------------------------------------- bus
 
 let sequence = 0
