@@ -39,10 +39,12 @@ t.test('a probe error reads as its cause', async (t) => {
 })
 
 t.test('CPU time and age of a live process, from /proc', async (t) => {
-  // Busy for about 300 ms of CPU, then idle until killed.
-  const child = spawn(process.execPath, ['-e', 'const end = Date.now() + 300; while (Date.now() < end); setInterval(() => {}, 1000)'], { stdio: 'ignore' })
+  // Burns 300 ms of its own CPU time (however long that takes on a busy machine), says so, then idles until killed.
+  const burn = 'const u = () => { const c = process.cpuUsage(); return (c.user + c.system) / 1000 }; const from = u(); while (u() - from < 300); process.stdout.write("burned\\n"); setInterval(() => {}, 1000)'
+  const child = spawn(process.execPath, ['-e', burn], { stdio: ['ignore', 'pipe', 'ignore'] })
   t.teardown(() => void child.kill('SIGKILL'))
-  await new Promise((r) => setTimeout(r, 800))
+  await new Promise<void>((resolve) => child.stdout.on('data', (d: Buffer) => d.toString().includes('burned') && resolve()))
+  await new Promise((r) => setTimeout(r, 500))
   const cpu = processCpu(child.pid as number)
   t.ok(cpu, 'read')
   t.ok(cpu && cpu.cpuSeconds >= 0.25 && cpu.cpuSeconds < 5, `about the CPU it burned: ${cpu?.cpuSeconds}`)
