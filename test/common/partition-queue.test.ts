@@ -60,3 +60,31 @@ t.test('a queue for a partition that came back waits for the revoked queue’s c
   t.same(events, ['start 1: 0,1,2,3,4', 'end 1', 'start 2: 0,1,2,3,4', 'end 2'], 'it starts once the old chunk ended: at least once, and never two chunks of one partition at a time')
   await fresh.idle()
 })
+
+t.test('records gone before the group read them (retention) are said with their count', async (t) => {
+  const lines: Array<Record<string, unknown>> = []
+  const log = createLogger('error', 'test', { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) })
+  const handled: string[] = []
+  const deps: QueueDeps = {
+    plan: batchPlan({ groupId: 'g', topics: ['t'], batchHandler: async (messages) => void handled.push(...messages.map((m) => m.offset)), maxBatch: 100 }),
+    groupId: 'g',
+    log,
+    failures: new FailureCounter(),
+    retryMinMs: 10,
+    retryMaxMs: 100,
+    commitIntervalMs: 1000,
+    commit: async () => undefined,
+    deadLetter: async () => true,
+    stopping: () => false
+  }
+  const q = new PartitionQueue('t', 3, deps)
+  q.add(entries(0, 5))
+  q.add(entries(3, 8)) // a refetch overlapping what is queued: no gap
+  q.add(entries(120, 125)) // 8..119 were dropped by the broker
+  await eventually(() => handled.length === 13, 5000)
+  await q.idle()
+  t.same(handled, ['0', '1', '2', '3', '4', '5', '6', '7', '120', '121', '122', '123', '124'])
+  const gaps = lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('messages gone from the partition'))
+  t.equal(gaps.length, 1, 'one error line for the one gap')
+  t.match(gaps[0], { group: 'g', topic: 't', partition: 3, from: '8', to: '119', lost: 112 })
+})

@@ -35,6 +35,13 @@ import { expectEveryEventAccountedFor } from './support/verify'
  */
 
 const BURST = Number(process.env.FAULT_BURST ?? 200)
+/**
+ * Steady events/s beside the bursts, and how long everything may take to arrive once publishing
+ * stopped. The suite runs 30/s; issue 14's figure (the kill -9 test at 2,000/s, nothing lost) is
+ * measured by hand with FAULT_RATE=2000 and a settle long enough for the backlog to drain.
+ */
+const RATE = Number(process.env.FAULT_RATE ?? 30)
+const SETTLE_MS = Number(process.env.FAULT_SETTLE_MS ?? 45_000)
 const FAN_OUT = Number(process.env.FAULT_FAN_OUT ?? 2)
 const FLOWING = 0.05
 /** Two instances of what publishers and stream clients reach, so nginx always has another one. */
@@ -98,7 +105,7 @@ async function killMidBurst(t: Test, scene: Scene, p: ProcessRecord): Promise<nu
   return pid
 }
 
-t.test('kill -9 of each service under supervisord, through nginx: nothing lost, no publisher error, each back by itself', { timeout: 300_000 }, async (t) => {
+t.test('kill -9 of each service under supervisord, through nginx: nothing lost, no publisher error, each back by itself', { timeout: 255_000 + SETTLE_MS }, async (t) => {
   const startedAt = Date.now()
   const system = await startUpSystem(t, { ...COUNTS, ...SESSION })
   t.comment(`make up: ${system.instances.length} instances, nginx and supervisord ready in ${Date.now() - startedAt} ms`)
@@ -108,7 +115,7 @@ t.test('kill -9 of each service under supervisord, through nginx: nothing lost, 
   t.teardown(() => stream.close())
   await stream.start()
   const { load: ads, accountId } = await startAdsLoad(t, system, tenant, () => [system.proxyUrl], { requestTimeoutMs: PUBLISHER_TIMEOUT_MS })
-  const load = new LoadGenerator({ targets: () => [system.proxyUrl], operatorToken: OPERATOR_TOKEN, users: tenant.followed, rate: 30, requestTimeoutMs: PUBLISHER_TIMEOUT_MS }).start()
+  const load = new LoadGenerator({ targets: () => [system.proxyUrl], operatorToken: OPERATOR_TOKEN, users: tenant.followed, rate: RATE, requestTimeoutMs: PUBLISHER_TIMEOUT_MS }).start()
   t.teardown(() => load.stop(0))
   const scene: Scene = { system, tenant, load, stream }
   await sleep(1000)
@@ -135,7 +142,7 @@ t.test('kill -9 of each service under supervisord, through nginx: nothing lost, 
   await Promise.all(back)
   await sleep(500)
   await Promise.all([load.stop(), ads.stop()])
-  await expectEveryEventAccountedFor(t, 'kill -9 under supervisord', { system, tenant, load, deadLetters, stream, ads: { load: ads, accountId }, timeoutMs: 45_000 })
+  await expectEveryEventAccountedFor(t, 'kill -9 under supervisord', { system, tenant, load, deadLetters, stream, ads: { load: ads, accountId }, timeoutMs: SETTLE_MS })
   t.same(load.failures, {}, `event publishers saw no error through nginx (${load.published.size} events; failed attempts ${JSON.stringify(load.failures)}, slowest answer ${load.slowestMs} ms)`)
   // A POST to the ads interface that a killed gateway held is not replayed (not idempotent): a 502 for each post
   // in flight when it was killed, at the most; nothing else.

@@ -82,6 +82,15 @@ export class PartitionQueue {
     for (const e of entries) {
       const offset = BigInt(e.offset)
       if (offset <= this.taken) continue
+      // Offsets of our topics are contiguous (no compaction, no transactions): a jump means the
+      // broker dropped records before this group read them (retention; kafkajs then logs only
+      // "Offset out of range" and reads on from the earliest it still has). Said with the count.
+      if (this.taken >= 0n && offset > this.taken + 1n) {
+        this.deps.log.error(
+          { group: this.deps.groupId, topic: this.topic, partition: this.partition, from: (this.taken + 1n).toString(), to: (offset - 1n).toString(), lost: Number(offset - this.taken - 1n) },
+          'messages gone from the partition before this group read them (the topic keeps less than the group lags): raise the retention'
+        )
+      }
       this.taken = offset
       this.entries.push(e)
     }
