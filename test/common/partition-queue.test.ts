@@ -1,3 +1,4 @@
+import type { Logger } from 'pino'
 import t from 'tap'
 import { batchPlan, FailureCounter } from '../../services/common/bus/batch'
 import { PartitionQueue, type Entry, type QueueDeps } from '../../services/common/bus/partition-queue'
@@ -22,6 +23,22 @@ function entries(from: number, to: number): Entry[] {
   return out
 }
 
+/** A queue's dependencies for group `g`: commits and dead letters that always succeed. */
+function queueDeps(handler: (messages: BusMessage[]) => Promise<void>, maxBatch: number, log: Logger): QueueDeps {
+  return {
+    plan: batchPlan({ groupId: 'g', topics: ['t'], batchHandler: handler, maxBatch }),
+    groupId: 'g',
+    log,
+    failures: new FailureCounter(),
+    retryMinMs: 10,
+    retryMaxMs: 100,
+    commitIntervalMs: 1000,
+    commit: async () => undefined,
+    deadLetter: async () => true,
+    stopping: () => false
+  }
+}
+
 t.test('a queue for a partition that came back waits for the revoked queue’s chunk in hand', async (t) => {
   const events: string[] = []
   let release: () => void = () => undefined
@@ -34,18 +51,7 @@ t.test('a queue for a partition that came back waits for the revoked queue’s c
     if (call === 1) await held
     events.push(`end ${call}`)
   }
-  const deps: QueueDeps = {
-    plan: batchPlan({ groupId: 'g', topics: ['t'], batchHandler: handler, maxBatch: 10 }),
-    groupId: 'g',
-    log: createLogger('silent', 'test'),
-    failures: new FailureCounter(),
-    retryMinMs: 10,
-    retryMaxMs: 100,
-    commitIntervalMs: 1000,
-    commit: async () => undefined,
-    deadLetter: async () => true,
-    stopping: () => false
-  }
+  const deps = queueDeps(handler, 10, createLogger('silent', 'test'))
   const old = new PartitionQueue('t', 0, deps)
   old.add(entries(0, 5))
   await eventually(() => calls === 1, 2000)
@@ -65,18 +71,7 @@ t.test('records gone before the group read them (retention) are said with their 
   const lines: Array<Record<string, unknown>> = []
   const log = createLogger('error', 'test', { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) })
   const handled: string[] = []
-  const deps: QueueDeps = {
-    plan: batchPlan({ groupId: 'g', topics: ['t'], batchHandler: async (messages) => void handled.push(...messages.map((m) => m.offset)), maxBatch: 100 }),
-    groupId: 'g',
-    log,
-    failures: new FailureCounter(),
-    retryMinMs: 10,
-    retryMaxMs: 100,
-    commitIntervalMs: 1000,
-    commit: async () => undefined,
-    deadLetter: async () => true,
-    stopping: () => false
-  }
+  const deps = queueDeps(async (messages) => void handled.push(...messages.map((m) => m.offset)), 100, log)
   const q = new PartitionQueue('t', 3, deps)
   q.add(entries(0, 5))
   q.add(entries(3, 8)) // a refetch overlapping what is queued: no gap
