@@ -10,8 +10,9 @@ import { operatorGuard, resolveOperatorToken } from './operator'
  * Kafka every group the cluster lists, or, on a broker without ListGroups
  * (the librdkafka mock cluster), the groups this process consumes with.
  * `?group=a,b` narrows it. `assigned`: the partitions this process's own
- * consumers hold, so an operator sees how a group's partitions are shared out. Registered by the runtime in every process, so
- * `make lag` can ask each service of `make up` for its own groups.
+ * consumers hold, so an operator sees how a group's partitions are shared
+ * out. Registered by the runtime in every process, so `make lag` can ask
+ * each service of `make up` for its own groups.
  */
 
 export interface LagReport {

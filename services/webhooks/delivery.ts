@@ -85,7 +85,7 @@ export interface EngineDeps {
  * attempt (`claimed` false: its entry is a lease ahead, nobody else touches it), or a delivery a
  * scheduler pass claimed (claims.ts).
  */
-interface Prepared {
+export interface Prepared {
   record: DeliveryRecord
   leaseUntil: number
   webhook: Webhook | undefined

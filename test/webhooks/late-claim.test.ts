@@ -3,6 +3,7 @@ import type { App } from '../../services/common/auth/records'
 import { AuthKeys } from '../../services/common/auth/records'
 import { coreFor } from '../../services/webhooks/core'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
+import type { Prepared } from '../../services/webhooks/delivery'
 import { retryMember, WebhookKeys } from '../../services/webhooks/keys'
 import { saveOp } from '../../services/webhooks/rescheduling'
 import { eventually, registerWebhook, startWebhooks } from './support'
@@ -16,24 +17,16 @@ import { eventually, registerWebhook, startWebhooks } from './support'
  * then it is left alone.
  */
 
-interface PreparedLike {
-  record: DeliveryRecord
-  leaseUntil: number
-  webhook: unknown
-  app: unknown
-  claimed: boolean
-}
-
 t.test('a claimed attempt queued past its lease goes back on the schedule at once and is delivered', async (t) => {
   const rt = await startWebhooks(t)
   const { id, receiver, webhookId } = await registerWebhook(t, rt)
   const core = coreFor(rt.ctx)
-  const engine = core.engine as unknown as { nodeId: string; leaseMs: number; preparedAttempt(webhookId: string, p: PreparedLike): Promise<void> }
+  const engine = core.engine as unknown as { nodeId: string; leaseMs: number; preparedAttempt(webhookId: string, p: Prepared): Promise<void> }
   const webhook = await core.registry.get(webhookId)
   const app = await rt.ctx.store.getJson<App>(AuthKeys.app(id.app.id))
   const timeoutMs = rt.ctx.config.webhookTimeoutMs
 
-  const make = async (deliveryId: string, leaseUntil: number): Promise<PreparedLike> => {
+  const make = async (deliveryId: string, leaseUntil: number): Promise<Prepared> => {
     const now = Date.now()
     const record: DeliveryRecord = { delivery_id: deliveryId, webhook_id: webhookId, app_id: id.app.id, source: 'activity', body: JSON.stringify({ data: { event_type: 'post.create', id: deliveryId } }), event_time: now, created_at: new Date(now).toISOString(), status: 'pending', attempts: 1, next_attempt_at: now - 10 }
     // As a scheduler pass leaves it: due (the record's time), claimed by this process, its entry leased.

@@ -60,7 +60,9 @@ export class MemoryConsumer implements Consumer {
     for (const k of this.workers.keys()) {
       const i = k.lastIndexOf(':')
       const topic = k.slice(0, i)
-      byTopic.set(topic, [...(byTopic.get(topic) ?? []), Number(k.slice(i + 1))])
+      const partitions = byTopic.get(topic) ?? []
+      partitions.push(Number(k.slice(i + 1)))
+      byTopic.set(topic, partitions)
     }
     return [...byTopic].map(([topic, partitions]) => ({ group: this.group.id, topic, partitions: partitions.sort((a, b) => a - b) }))
   }
