@@ -51,6 +51,7 @@ export async function createBus(config: Config, clientId: string, log: Logger): 
     maxBytes: config.kafkaFetchMaxBytes,
     partitionsConsumedConcurrently: config.kafkaPartitionsConcurrently,
     lingerMs: config.kafkaProducerLingerMs,
+    compression: config.kafkaCompression,
     heartbeatIntervalMs: Math.max(100, Math.floor(config.kafkaSessionTimeoutMs / 10)),
     // Members rejoin at once (eachBatch only queues), so two sessions is room enough; kafkajs waits
     // this + 5 s for a JoinGroup answer, so a join the cluster never answers is retried that soon.

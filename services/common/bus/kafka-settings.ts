@@ -26,6 +26,8 @@ export interface KafkaBusOptions {
   maxBytes?: number
   /** How long a publish waits for others to share its produce request (0: only those of the same event-loop turn). */
   lingerMs?: number
+  /** Codec of produced record batches: 'gzip' (kafkajs's built-in codec) or 'none'. */
+  compression?: 'gzip' | 'none'
   /** Backoff of a failing handler: doubles from min to max. */
   retryMinMs?: number
   retryMaxMs?: number
@@ -48,6 +50,7 @@ export const DEFAULTS = {
   maxBytesPerPartition: 1024 * 1024,
   maxBytes: 10 * 1024 * 1024,
   lingerMs: 0,
+  compression: 'gzip' as 'gzip' | 'none',
   retryMinMs: 100,
   retryMaxMs: 30_000,
   partitionsConsumedConcurrently: 8,

@@ -1,4 +1,4 @@
-import { Kafka, Partitioners, type Admin, type Message, type Producer } from 'kafkajs'
+import { CompressionTypes, Kafka, Partitioners, type Admin, type Message, type Producer } from 'kafkajs'
 import type { Logger } from 'pino'
 import { fetchGroupOffsets, listGroups } from './kafka-admin'
 import { KafkaBusConsumer, sleep } from './kafka-consumer'
@@ -142,7 +142,8 @@ export class KafkaBus implements Bus, LagSource {
   private async send(batch: Pending[]): Promise<void> {
     const byTopic = new Map<string, Message[]>()
     for (const p of batch) byTopic.set(p.topic, [...(byTopic.get(p.topic) ?? []), ...p.messages])
-    await this.producer.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) })
+    const compression = this.settings.compression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None
+    await this.producer.sendBatch({ acks: -1, compression, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) })
   }
 
   async subscribe(options: SubscribeOptions): Promise<Consumer> {
