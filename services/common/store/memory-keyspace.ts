@@ -212,7 +212,7 @@ export class Keyspace {
       if (v.t === 'str') value = { t: 'str', v: v.v }
       else if (v.t === 'hash') value = { t: 'hash', v: Object.fromEntries(v.v) }
       else if (v.t === 'set') value = { t: 'set', v: [...v.v] }
-      else value = { t: 'zset', v: v.v.all().map((m) => [m.member, m.score] as [string, number]) }
+      else value = { t: 'zset', v: v.v.toArray().map((m) => [m.member, m.score] as [string, number]) }
       out.push({ key, value, expiresAt: e.expiresAt })
     }
     return out

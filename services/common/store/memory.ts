@@ -196,27 +196,16 @@ export class MemoryStore extends JsonValues implements Store {
   async zrangeByScore(key: string, min: number, max: number, options: RangeOptions = {}): Promise<ScoredMember[]> {
     const z = this.typed(key, 'zset', false)
     if (!z) return []
-    const all = z.v.all()
-    const from = z.v.lowerBound(min)
-    let to = from
-    while (to < all.length && (all[to] as ScoredMember).score <= max) to++
-    let slice = all.slice(from, to)
-    if (options.reverse) slice = slice.reverse()
-    const offset = options.offset ?? 0
-    const end = options.limit === undefined ? undefined : offset + options.limit
-    return slice.slice(offset, end).map((m) => ({ ...m }))
+    return z.v.rangeByScore(min, max, options.offset ?? 0, options.limit ?? Infinity, options.reverse === true).map((m) => ({ ...m }))
   }
 
   async zrange(key: string, start: number, stop: number, options: { reverse?: boolean } = {}): Promise<ScoredMember[]> {
     const z = this.typed(key, 'zset', false)
     if (!z) return []
-    let all = z.v.all()
-    if (options.reverse) all = [...all].reverse()
-    const n = all.length
+    const n = z.v.size
     const s = start < 0 ? Math.max(0, n + start) : start
     const e = stop < 0 ? n + stop : Math.min(stop, n - 1)
-    if (s > e) return []
-    return all.slice(s, e + 1).map((m) => ({ ...m }))
+    return z.v.rangeByRank(s, e, options.reverse === true).map((m) => ({ ...m }))
   }
 
   async zpopByScore(key: string, max: number, limit: number): Promise<ScoredMember[]> {
@@ -224,11 +213,7 @@ export class MemoryStore extends JsonValues implements Store {
     // Range and removal in one synchronous step, so concurrent pollers never share a member.
     const z = this.typed(key, 'zset', false)
     if (!z) return []
-    const due: ScoredMember[] = []
-    for (const m of z.v.all()) {
-      if (m.score > max || due.length >= limit) break
-      due.push({ ...m })
-    }
+    const due = z.v.rangeByScore(-Infinity, max, 0, limit).map((m) => ({ ...m }))
     if (due.length > 0) await this.write([{ op: 'zrem', key, members: due.map((m) => m.member) }])
     return due
   }
