@@ -38,7 +38,7 @@ const BURST = Number(process.env.FAULT_BURST ?? 200)
 /**
  * Steady events/s beside the bursts, and how long everything may take to arrive once publishing
  * stopped. The suite runs 30/s; issue 14's figure (the kill -9 test at 2,000/s, nothing lost) is
- * measured by hand with FAULT_RATE=2000 and a settle long enough for the backlog to drain.
+ * measured by `make bench-faults` (FAULT_RATE=2000 and a settle long enough for the backlog to drain).
  */
 const RATE = Number(process.env.FAULT_RATE ?? 30)
 const SETTLE_MS = Number(process.env.FAULT_SETTLE_MS ?? 45_000)
