@@ -1,7 +1,8 @@
-import { CompressionTypes, Kafka, Partitioners, type Admin, type Message, type Producer } from 'kafkajs'
+import { CompressionTypes, Kafka, Partitioners, type Admin, type ICustomPartitioner, type Message, type Producer } from 'kafkajs'
 import type { Logger } from 'pino'
 import { fetchGroupOffsets, listGroups } from './kafka-admin'
 import { KafkaBusConsumer, sleep } from './kafka-consumer'
+import { murmur2 } from './partitioner'
 import { DEFAULTS, kafkaLogLevel, pinoLogCreator, type KafkaBusOptions, type Settings } from './kafka-settings'
 import type { Assignment, Bus, Consumer, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
 
@@ -32,6 +33,25 @@ interface Pending {
 
 /** Upper bound of one produce request built from queued publishes (below Kafka's 1 MB default). */
 const SEND_MAX_BYTES = 512 * 1024
+
+/**
+ * kafkajs's DefaultPartitioner's placement (the Java client's murmur2 of the
+ * key, positive, modulo the partition count) computed with 32-bit integer
+ * math (./partitioner) instead of kafkajs's 64-bit Long emulation, which was
+ * 4.4% of a matcher's CPU at 2,000 events/s. The bus contract test checks
+ * that every key lands where Kafka's partitioner puts it. Messages without a
+ * key (the bus always gives one) go to the default partitioner.
+ */
+const murmur2Partitioner: ICustomPartitioner = () => {
+  const keyless = Partitioners.DefaultPartitioner()
+  return (args) => {
+    const { message, partitionMetadata } = args
+    if (message.partition !== undefined && message.partition !== null) return message.partition
+    if (message.key === undefined || message.key === null) return keyless(args)
+    const key = typeof message.key === 'string' ? Buffer.from(message.key) : message.key
+    return (murmur2(key) & 0x7fffffff) % partitionMetadata.length
+  }
+}
 
 export class KafkaBus implements Bus, LagSource {
   readonly kind = 'kafka' as const
@@ -80,7 +100,7 @@ export class KafkaBus implements Bus, LagSource {
         // Without idempotence a retried request could overtake the next one: keep one in flight.
         maxInFlightRequests: idempotent ? 5 : 1,
         allowAutoTopicCreation: false,
-        createPartitioner: Partitioners.DefaultPartitioner,
+        createPartitioner: murmur2Partitioner,
         retry: { initialRetryTime: 100, maxRetryTime: 5_000, retries: 10 }
       })
       await producer.connect()
