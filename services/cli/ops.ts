@@ -4,7 +4,7 @@ import { Kafka, logLevel, type Admin } from 'kafkajs'
 import type { LagReport } from '../common/admin-bus'
 import { fetchGroupOffsets, listGroups } from '../common/bus/kafka'
 import { loadTopics, projectRoot, type TopicSpec } from '../common/bus/topics'
-import type { GroupOffsets } from '../common/bus/types'
+import type { Gone, GroupOffsets } from '../common/bus/types'
 import { flag, parseArgs } from './args'
 import { operatorClient } from './client'
 
@@ -25,7 +25,10 @@ import { operatorClient } from './client'
  * After the table, one line per group (total lag; `BEHIND` with how many
  * partitions lag, or `caught up`) and one for the whole system; a process of
  * `make up` that does not answer is named and the command exits 1, as its
- * groups may be missing.
+ * groups may be missing. Messages a group never got because the broker
+ * dropped them first (the topic's retention is shorter than the group's lag)
+ * are a `GONE` line per group and the command exits 1: they are lost for that
+ * group. Only the services count them, so only their reports show them.
  */
 
 /** Where a command writes, and the environment it reads (tests pass their own). */
@@ -154,28 +157,60 @@ function merge(reports: GroupOffsets[][]): GroupOffsets[] {
   return [...byKey.values()].sort((a, b) => a.group.localeCompare(b.group) || a.topic.localeCompare(b.topic) || a.partition - b.partition)
 }
 
-async function lagFromServices(io: CommandIo, groups: string[] | undefined): Promise<{ offsets: GroupOffsets[]; source: string; silent: string[] }> {
+/** The processes' gone counts added up per group, topic and partition (each counts what its own consumers met). */
+function addGone(reports: Gone[][]): Gone[] {
+  const byKey = new Map<string, Gone>()
+  for (const list of reports) {
+    for (const g of list) {
+      const key = `${g.group}\u0000${g.topic}\u0000${g.partition}`
+      const sum = byKey.get(key) ?? { ...g, messages: 0 }
+      sum.messages += g.messages
+      byKey.set(key, sum)
+    }
+  }
+  return [...byKey.values()].sort((a, b) => a.group.localeCompare(b.group) || a.topic.localeCompare(b.topic) || a.partition - b.partition)
+}
+
+interface LagResult {
+  offsets: GroupOffsets[]
+  source: string
+  silent?: string[]
+  gone?: Gone[]
+}
+
+async function lagFromServices(io: CommandIo, groups: string[] | undefined): Promise<LagResult> {
   const query = groups ? `?group=${encodeURIComponent(groups.join(','))}` : ''
   const state = io.env.GATEWAY_URL === undefined ? localState(io) : undefined
   if (state) {
     const services = state.processes.filter((p) => p.kind === 'service' && p.port !== undefined)
     const silent: string[] = []
     const reports = await Promise.all(
-      services.map(async (p) => {
+      services.map(async (p): Promise<Pick<LagReport, 'groups' | 'gone'>> => {
         try {
-          return (await operatorClient({ ...io.env, GATEWAY_URL: `http://127.0.0.1:${p.port}` }).call<LagReport>('GET', `/admin/bus/lag${query}`)).groups
+          return await operatorClient({ ...io.env, GATEWAY_URL: `http://127.0.0.1:${p.port}` }).call<LagReport>('GET', `/admin/bus/lag${query}`)
         } catch (err) {
           io.err(`${p.name}: ${(err as Error).message}`)
           silent.push(p.name)
-          return []
+          return { groups: [], gone: [] }
         }
       })
     )
-    return { offsets: merge(reports), source: `${services.length} service processes of make up`, silent }
+    return { offsets: merge(reports.map((r) => r.groups)), source: `${services.length} service processes of make up`, silent, gone: addGone(reports.map((r) => r.gone ?? [])) }
   }
   const client = operatorClient(io.env)
   const report = await client.call<LagReport>('GET', `/admin/bus/lag${query}`)
-  return { offsets: report.groups, source: `${client.baseUrl} (${report.bus} bus)`, silent: [] }
+  return { offsets: report.groups, source: `${client.baseUrl} (${report.bus} bus)`, silent: [], gone: addGone([report.gone ?? []]) }
+}
+
+/** One line per group that lost messages to the broker's retention. */
+function goneLines(gone: Gone[]): string[] {
+  const byGroup = new Map<string, Gone[]>()
+  for (const g of gone) if (g.messages > 0) byGroup.set(g.group, [...(byGroup.get(g.group) ?? []), g])
+  return [...byGroup].map(([group, list]) => {
+    const total = list.reduce((n, g) => n + g.messages, 0)
+    const where = [...new Set(list.map((g) => g.topic))].map((topic) => `${topic} partition(s) ${list.filter((g) => g.topic === topic).map((g) => g.partition).join(',')}`).join('; ')
+    return `GONE       ${group}: ${total} message(s) dropped by the broker before this group read them (${where}): the topic's retention is shorter than the group's lag`
+  })
 }
 
 /** Per group: its total lag and how many of its partitions are behind. */
@@ -196,7 +231,7 @@ export async function runLag(argv: string[], io: CommandIo = processIo): Promise
   const groupFlag = flag(args, 'group')
   const groups = groupFlag?.split(',').map((g) => g.trim()).filter((g) => g !== '')
   const brokers = brokersFrom(io, args, false)
-  let result: { offsets: GroupOffsets[]; source: string; silent?: string[] } | undefined
+  let result: LagResult | undefined
   if (brokers.length > 0) {
     result = await withAdmin(brokers, async (admin) => {
       const names = groups ?? (await listGroups(admin))
@@ -215,7 +250,7 @@ export async function runLag(argv: string[], io: CommandIo = processIo): Promise
     result = await lagFromServices(io, groups)
   }
   if (args.flags.json) {
-    io.out(JSON.stringify({ source: result.source, groups: result.offsets }, null, 2))
+    io.out(JSON.stringify({ source: result.source, groups: result.offsets, gone: result.gone ?? [] }, null, 2))
     return 0
   }
   io.out(`consumer lag (${result.source})`)
@@ -236,11 +271,10 @@ export async function runLag(argv: string[], io: CommandIo = processIo): Promise
   for (const g of totals) {
     io.out(g.lag > 0 ? `BEHIND     ${g.group}: ${g.lag} message(s) behind on ${g.behind} of ${g.partitions} partition(s)` : `caught up  ${g.group}: 0 message(s) behind`)
   }
+  const lost = goneLines(result.gone ?? [])
+  for (const line of lost) io.out(line)
   const behind = totals.filter((g) => g.lag > 0)
   io.out(behind.length > 0 ? `${behind.length} of ${totals.length} group(s) behind: ${behind.map((g) => g.group).join(', ')}` : `all ${totals.length} group(s) caught up`)
-  if (silent.length > 0) {
-    io.out(silentLine)
-    return 1
-  }
-  return 0
+  if (silent.length > 0) io.out(silentLine)
+  return silent.length > 0 || lost.length > 0 ? 1 : 0
 }

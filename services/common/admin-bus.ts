@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from './context'
-import type { Assignment, Bus, GroupOffsets, LagSource } from './bus/types'
+import client from 'prom-client'
+import type { Assignment, Bus, Gone, GroupOffsets, LagSource } from './bus/types'
 import { ValidatingBus } from './bus/validating'
 import { operatorGuard, resolveOperatorToken } from './operator'
 
@@ -11,8 +12,11 @@ import { operatorGuard, resolveOperatorToken } from './operator'
  * (the librdkafka mock cluster), the groups this process consumes with.
  * `?group=a,b` narrows it. `assigned`: the partitions this process's own
  * consumers hold, so an operator sees how a group's partitions are shared
- * out. Registered by the runtime in every process, so `make lag` can ask
- * each service of `make up` for its own groups.
+ * out. `gone`: messages the broker dropped before a group of this process
+ * read them (retention shorter than the group's lag), counted since the
+ * process started, also on /metrics as bus_messages_gone_total. Registered by
+ * the runtime in every process, so `make lag` can ask each service of
+ * `make up` for its own groups.
  */
 
 export interface LagReport {
@@ -21,6 +25,8 @@ export interface LagReport {
   groups: GroupOffsets[]
   /** The partitions this process's own consumers hold, per group and topic. */
   assigned: Assignment[]
+  /** Messages this process's consumers found gone before their group read them. */
+  gone: Gone[]
 }
 
 function lagSource(bus: Bus): LagSource | undefined {
@@ -40,8 +46,28 @@ export async function busLagRoutes(app: FastifyInstance, ctx: ServiceContext): P
       const source = lagSource(ctx.bus)
       const wanted = request.query.group?.split(',').map((g) => g.trim()).filter((g) => g !== '')
       const groups = source ? await source.groupOffsets(wanted && wanted.length > 0 ? wanted : undefined) : []
-      const assigned = (source?.assignments() ?? []).filter((a) => !wanted || wanted.length === 0 || wanted.includes(a.group))
-      return { service: ctx.serviceName, bus: ctx.bus.kind, groups, assigned }
+      const mine = (a: { group: string }): boolean => !wanted || wanted.length === 0 || wanted.includes(a.group)
+      const assigned = (source?.assignments() ?? []).filter(mine)
+      const gone = (source?.gone() ?? []).filter(mine)
+      return { service: ctx.serviceName, bus: ctx.bus.kind, groups, assigned, gone }
     }
   )
+  goneCounter(ctx)
+}
+
+/** bus_messages_gone_total{group,topic}: read from the bus at each scrape. */
+function goneCounter(ctx: ServiceContext): void {
+  const name = 'bus_messages_gone_total'
+  if (ctx.metrics.getSingleMetric(name)) return
+  const source = lagSource(ctx.bus)
+  new client.Counter({
+    name,
+    help: 'Messages the broker dropped before a consumer group of this process read them (topic retention shorter than the lag), by group and topic',
+    labelNames: ['group', 'topic'] as const,
+    registers: [ctx.metrics],
+    collect() {
+      this.reset()
+      for (const g of source?.gone() ?? []) this.inc({ group: g.group, topic: g.topic }, g.messages)
+    }
+  })
 }

@@ -1,8 +1,15 @@
 import { randomUUID } from 'node:crypto'
+import path from 'node:path'
 import t from 'tap'
-import type { Bus } from '../../services/common/bus/types'
+import type { Bus, LagSource } from '../../services/common/bus/types'
+import { runLag } from '../../services/cli/ops'
+import { loadConfig } from '../../services/common/config'
+import { createContext } from '../../services/common/context'
+import { createLogger } from '../../services/common/logger'
+import { startRuntime } from '../../services/common/runtime'
+import { MemoryStore } from '../../services/common/store/memory'
 import { kafkaBus, startKafka } from '../support/infra'
-import { eventually } from '../support/util'
+import { eventually, tempDir } from '../support/util'
 
 /**
  * KAFKA_COMPRESSION: a consumer group that falls behind by more than a
@@ -12,6 +19,11 @@ import { eventually } from '../support/util'
  * that overflows the partition uncompressed fits in it compressed. The
  * uncompressed half of the case is what makes the compressed half mean
  * something: the same backlog, the same cluster, messages gone.
+ *
+ * Where retention still loses messages, the loss is counted and shown: a
+ * consumer that was reading the partition when the broker dropped what it had
+ * not read yet reports the gap (GET /admin/bus/lag `gone`, /metrics
+ * bus_messages_gone_total, `make lag` GONE and exit status 1).
  */
 
 const WORDS = 'the a launch team today new update thanks great event live join us watch read more about our product release week data city music game love time people world'.split(' ')
@@ -64,4 +76,56 @@ t.test('gzip batches: a group ~9 MB behind on one partition still reads every me
   const packed = await backlogSurvivors(gzip, 'backlog.gzip')
   t.equal(packed.seen, MESSAGES, 'gzip: every message is still there')
   t.equal(packed.first, 0, 'from the first one')
+})
+
+t.test('messages the broker dropped under a reading group are counted: /admin/bus/lag, /metrics, make lag', async (t) => {
+  const kafka = await startKafka(t, { brokers: 1, deployTopics: false, extraTopics: ['overflow:1'] })
+  const bus = await kafkaBus(t, kafka, 'overflow', { compression: 'none' })
+  const dataDir = tempDir(t)
+  const token = 'overflow-test-operator-token-0123456789'
+  const config = loadConfig({ PORT: '0', SANDBOX_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', DATA_DIR: dataDir, OPERATOR_TOKEN: token })
+  const log = createLogger('silent', 'overflow')
+  const store = await MemoryStore.open(path.join(dataDir, 'state'))
+  const ctx = await createContext({ serviceName: 'overflow', config, bus, store, log })
+  const runtime = await startRuntime({ services: [], ctx })
+  t.teardown(() => runtime.close())
+
+  // The group's handler holds its first batch while the backlog overflows the partition under it.
+  let release: () => void = () => undefined
+  const gate = new Promise<void>((resolve) => (release = resolve))
+  t.teardown(() => release())
+  const handled = new Set<number>()
+  await bus.subscribe({
+    groupId: 'g-overflow',
+    topics: ['overflow'],
+    batchHandler: async (batch) => {
+      for (const m of batch) handled.add(Number(m.offset))
+      await gate
+    }
+  })
+  await bus.publish('overflow', 'one-user', delivery(0))
+  await eventually(() => handled.has(0), 20_000)
+  // Twice the backlog of the case above: more than the group fetches ahead before its queue is full.
+  const total = 2 * MESSAGES
+  for (let start = 1; start <= total; start += 500) {
+    await bus.publishMany('overflow', Array.from({ length: Math.min(500, total + 1 - start) }, (_, k) => ({ key: 'one-user', value: delivery(start + k) })))
+  }
+  release()
+  await eventually(() => handled.has(total), 60_000)
+  const lost = total + 1 - handled.size
+  t.ok(lost > 0, `the partition overflowed under the group: ${lost} of ${total + 1} never handled`)
+
+  const gone = (bus as unknown as LagSource).gone()
+  t.same(gone, [{ group: 'g-overflow', topic: 'overflow', partition: 0, messages: lost }], 'the bus counted exactly the messages the handler never got')
+
+  const headers = { authorization: `Bearer ${token}` }
+  const report = (await (await fetch(`${runtime.baseUrl}/admin/bus/lag`, { headers })).json()) as { gone: unknown[] }
+  t.same(report.gone, gone, 'GET /admin/bus/lag reports them')
+  const metrics = await (await fetch(`${runtime.baseUrl}/metrics`)).text()
+  t.match(metrics, new RegExp(`^bus_messages_gone_total\\{[^}]*group="g-overflow"[^}]*\\} ${lost}$`, 'm'), '/metrics counts them')
+
+  const lines: string[] = []
+  const status = await runLag([], { out: (l = '') => void lines.push(l), err: (l) => void lines.push(l), env: { RUN_DIR: tempDir(t), OPERATOR_TOKEN: token, GATEWAY_URL: runtime.baseUrl } })
+  t.equal(status, 1, 'make lag exits 1: messages were lost')
+  t.match(lines.join('\n'), new RegExp(`^GONE\\s+g-overflow: ${lost} message\\(s\\) dropped by the broker before this group read them \\(overflow partition\\(s\\) 0\\)`, 'm'), 'and says which group lost how many, where')
 })

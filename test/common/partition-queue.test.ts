@@ -24,7 +24,7 @@ function entries(from: number, to: number): Entry[] {
 }
 
 /** A queue's dependencies for group `g`: commits and dead letters that always succeed. */
-function queueDeps(handler: (messages: BusMessage[]) => Promise<void>, maxBatch: number, log: Logger): QueueDeps {
+function queueDeps(handler: (messages: BusMessage[]) => Promise<void>, maxBatch: number, log: Logger, gone: QueueDeps['gone'] = () => undefined): QueueDeps {
   return {
     plan: batchPlan({ groupId: 'g', topics: ['t'], batchHandler: handler, maxBatch }),
     groupId: 'g',
@@ -35,7 +35,8 @@ function queueDeps(handler: (messages: BusMessage[]) => Promise<void>, maxBatch:
     commitIntervalMs: 1000,
     commit: async () => undefined,
     deadLetter: async () => true,
-    stopping: () => false
+    stopping: () => false,
+    gone
   }
 }
 
@@ -67,11 +68,12 @@ t.test('a queue for a partition that came back waits for the revoked queue’s c
   await fresh.idle()
 })
 
-t.test('records gone before the group read them (retention) are said with their count', async (t) => {
+t.test('records gone before the group read them (retention) are said and counted', async (t) => {
   const lines: Array<Record<string, unknown>> = []
   const log = createLogger('error', 'test', { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) })
   const handled: string[] = []
-  const deps = queueDeps(async (messages) => void handled.push(...messages.map((m) => m.offset)), 100, log)
+  const counted: Array<[string, number, number]> = []
+  const deps = queueDeps(async (messages) => void handled.push(...messages.map((m) => m.offset)), 100, log, (topic, partition, count) => void counted.push([topic, partition, count]))
   const q = new PartitionQueue('t', 3, deps)
   q.add(entries(0, 5))
   q.add(entries(3, 8)) // a refetch overlapping what is queued: no gap
@@ -82,4 +84,5 @@ t.test('records gone before the group read them (retention) are said with their 
   const gaps = lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('messages gone from the partition'))
   t.equal(gaps.length, 1, 'one error line for the one gap')
   t.match(gaps[0], { group: 'g', topic: 't', partition: 3, from: '8', to: '119', lost: 112 })
+  t.same(counted, [['t', 3, 112]], 'and counted once, for the consumer to report (make lag, /metrics)')
 })

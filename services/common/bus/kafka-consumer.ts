@@ -45,6 +45,8 @@ export function delayedRoundRobin(delayMs: number): PartitionAssigner {
 
 /** Publishes one message (the bus's producer), for the dead-letter topic. */
 export type Publish = (topic: string, key: string, value: unknown) => Promise<void>
+/** Where a consumer reports messages gone from a partition before its group read them. */
+export type GoneSink = (group: string, topic: string, partition: number, count: number) => void
 function headerString(value: IHeaders[string]): string {
   if (value === undefined) return ''
   if (Array.isArray(value)) return value.map((v) => v.toString()).join(',')
@@ -113,7 +115,8 @@ export class KafkaBusConsumer implements Consumer {
     readonly options: SubscribeOptions,
     private readonly settings: Settings,
     private readonly log: Logger,
-    private readonly publish: Publish
+    private readonly publish: Publish,
+    private readonly onGone: GoneSink
   ) {
     this.plan = batchPlan(options)
     this.queueCap = Math.max(QUEUE_CHUNKS * this.plan.size, QUEUE_MIN)
@@ -128,7 +131,8 @@ export class KafkaBusConsumer implements Consumer {
       commitIntervalMs: COMMIT_INTERVAL_MS,
       commit: (topic, partition, offset) => this.consumer.commitOffsets([{ topic, partition, offset }]),
       deadLetter: (message, error, attempts) => this.deadLetter(message, error, attempts),
-      stopping: () => this.stopping
+      stopping: () => this.stopping,
+      gone: (topic, partition, count) => this.onGone(options.groupId, topic, partition, count)
     }
     this.consumer = kafka.consumer({
       groupId: options.groupId,

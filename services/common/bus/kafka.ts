@@ -4,7 +4,7 @@ import { fetchGroupOffsets, listGroups } from './kafka-admin'
 import { KafkaBusConsumer, sleep } from './kafka-consumer'
 import { murmur2 } from './partitioner'
 import { DEFAULTS, kafkaLogLevel, pinoLogCreator, type KafkaBusOptions, type Settings } from './kafka-settings'
-import type { Assignment, Bus, Consumer, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
+import type { Assignment, Bus, Consumer, Gone, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
 
 export { fetchGroupOffsets, listGroups } from './kafka-admin'
 export type { KafkaBusOptions } from './kafka-settings'
@@ -61,6 +61,8 @@ export class KafkaBus implements Bus, LagSource {
   private producerClosed = false
   /** group -> topics, of the subscriptions made through this bus */
   private readonly groups = new Map<string, Set<string>>()
+  /** Messages this process's consumers found gone, by group, topic and partition. */
+  private readonly goneCounts = new Map<string, Gone>()
   private closing: Promise<void> | undefined
 
   private constructor(
@@ -168,7 +170,13 @@ export class KafkaBus implements Bus, LagSource {
 
   async subscribe(options: SubscribeOptions): Promise<Consumer> {
     if (this.closing) throw new Error('bus is closed')
-    const consumer = new KafkaBusConsumer(this.kafka, options, this.settings, this.log, (topic, key, value) => this.publish(topic, key, value))
+    const consumer = new KafkaBusConsumer(this.kafka, options, this.settings, this.log, (topic, key, value) => this.publish(topic, key, value), (group, topic, partition, count) => {
+      // Kept by the bus, not the consumer: a closed or restarted consumer's count stays reported.
+      const key = `${group}\u0000${topic}\u0000${partition}`
+      const entry = this.goneCounts.get(key) ?? { group, topic, partition, messages: 0 }
+      entry.messages += count
+      this.goneCounts.set(key, entry)
+    })
     this.consumers.add(consumer)
     const topics = this.groups.get(options.groupId) ?? new Set<string>()
     for (const t of options.topics) topics.add(t)
@@ -203,6 +211,10 @@ export class KafkaBus implements Bus, LagSource {
 
   assignments(): Assignment[] {
     return [...this.consumers].flatMap((c) => c.assigned())
+  }
+
+  gone(): Gone[] {
+    return [...this.goneCounts.values()].map((g) => ({ ...g }))
   }
 
   /** Stops every consumer (in-flight handlers finish and commit, groups are left), then the producer. */

@@ -3,7 +3,7 @@ import { BusJournal, encodeMessage, type Commit, type StoredPartition } from './
 import { partitionFor } from './partitioner'
 import { MemoryConsumer, type ConsumerHost, type Group } from './memory-consumer'
 import { loadTopics } from './topics'
-import type { Assignment, Bus, BusMessage, Consumer, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
+import type { Assignment, Bus, BusMessage, Consumer, Gone, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
 
 /**
  * In-process bus with Kafka's semantics (partitions by key, consumer groups
@@ -323,6 +323,11 @@ export class MemoryBus implements Bus, LagSource, ConsumerHost {
 
   assignments(): Assignment[] {
     return [...this.groups.values()].flatMap((g) => g.members.flatMap((m) => m.assigned()))
+  }
+
+  /** Always none: a partition is trimmed only past what every group that reads it has committed. */
+  gone(): Gone[] {
+    return []
   }
 
   async close(): Promise<void> {

@@ -46,6 +46,8 @@ export interface QueueDeps {
   deadLetter(message: BusMessage, error: Error, attempts: number): Promise<boolean>
   /** The consumer is closing: stop after the chunk in hand. */
   stopping(): boolean
+  /** Records `count` messages of the partition gone before this group read them. */
+  gone(topic: string, partition: number, count: number): void
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
@@ -86,10 +88,12 @@ export class PartitionQueue {
       // broker dropped records before this group read them (retention; kafkajs then logs only
       // "Offset out of range" and reads on from the earliest it still has). Said with the count.
       if (this.taken >= 0n && offset > this.taken + 1n) {
+        const lost = Number(offset - this.taken - 1n)
         this.deps.log.error(
-          { group: this.deps.groupId, topic: this.topic, partition: this.partition, from: (this.taken + 1n).toString(), to: (offset - 1n).toString(), lost: Number(offset - this.taken - 1n) },
+          { group: this.deps.groupId, topic: this.topic, partition: this.partition, from: (this.taken + 1n).toString(), to: (offset - 1n).toString(), lost },
           'messages gone from the partition before this group read them (the topic keeps less than the group lags): raise the retention'
         )
+        this.deps.gone(this.topic, this.partition, lost)
       }
       this.taken = offset
       this.entries.push(e)

@@ -121,11 +121,22 @@ export interface Assignment {
   partitions: number[]
 }
 
+/** Messages a group never got: the broker dropped them (retention) before the group read them. */
+export interface Gone {
+  group: string
+  topic: string
+  partition: number
+  /** Counted by this process's consumers since it started. */
+  messages: number
+}
+
 /** Both buses report their consumer groups' offsets (services/common/admin-bus.ts). */
 export interface LagSource {
   groupOffsets(groups?: string[]): Promise<GroupOffsets[]>
   /** What this process's own consumers hold: how a group's partitions are shared out among processes. */
   assignments(): Assignment[]
+  /** What this process's consumers found gone from their partitions (a gap in the offsets they fetched). */
+  gone(): Gone[]
 }
 
 /** Every topic of the system (deploy/topics.json has their partitions and retention). */
