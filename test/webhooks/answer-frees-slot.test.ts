@@ -1,11 +1,7 @@
 import t from 'tap'
-import { MemoryStore } from '../../services/common/store/memory'
-import type { Store, StoreOp } from '../../services/common/store/types'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { bearerRequest, createIdentity, tempDir } from '../helper'
-import { sleep } from '../support/util'
-import { deliveryMessage, eventually, publishDeliveries, startReceiver, startWebhooks } from './support'
+import { deliveryMessage, eventually, oneSlotWebhook, publishDeliveries, withLateMethod } from './support'
 
 /**
  * A webhook's lane slot (WEBHOOK_CONCURRENCY) is the receiver's: it frees
@@ -18,31 +14,8 @@ import { deliveryMessage, eventually, publishDeliveries, startReceiver, startWeb
 const WRITE_MS = 300
 const COUNT = 6
 
-/** The store with every write batch 300 ms late (reads as they are). */
-function slowWrites(store: Store): Store {
-  return new Proxy(store, {
-    get(target, prop, receiver) {
-      if (prop === 'batch') return async (ops: StoreOp[]) => (await sleep(WRITE_MS), target.batch(ops))
-      const value = Reflect.get(target, prop, receiver) as unknown
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
-    }
-  })
-}
-
 t.test('one slot, writes 300 ms each: six deliveries reach the receiver back to back, and every outcome is stored', async (t) => {
-  const memory = await MemoryStore.open(tempDir(t, 'gw-slot-'))
-  t.teardown(() => memory.close())
-  const rt = await startWebhooks(t, { store: slowWrites(memory), env: { WEBHOOK_CONCURRENCY: '1', WEBHOOK_TIMEOUT: '5s' } })
-  const id = await createIdentity(rt.ctx.store)
-  const receiver = await startReceiver(t, id.app.consumer_secret)
-  const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url: receiver.url } })
-  t.equal(res.status, 200, 'webhook registered')
-  const webhookId = res.json<{ data: { id: string } }>().data.id
-  const arrivals: number[] = []
-  receiver.onPost = () => {
-    arrivals.push(Date.now())
-    return { status: 200 }
-  }
+  const { rt, memory, id, receiver, webhookId, arrivals } = await oneSlotWebhook(t, (store) => withLateMethod(store, 'batch', WRITE_MS), { WEBHOOK_TIMEOUT: '5s' })
   const messages = Array.from({ length: COUNT }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId, text: `slot ${i}` }))
   await publishDeliveries(rt, messages)
   await eventually(() => arrivals.length >= COUNT, 15_000)

@@ -1,9 +1,5 @@
 import t from 'tap'
-import { MemoryStore } from '../../services/common/store/memory'
-import type { Store } from '../../services/common/store/types'
-import { bearerRequest, createIdentity, tempDir } from '../helper'
-import { sleep } from '../support/util'
-import { deliveryMessage, eventually, publishDeliveries, startReceiver, startWebhooks } from './support'
+import { deliveryMessage, eventually, oneSlotWebhook, publishDeliveries, withLateMethod } from './support'
 
 /**
  * A scheduler pass plans how many due deliveries each lane takes, then
@@ -22,32 +18,9 @@ import { deliveryMessage, eventually, publishDeliveries, startReceiver, startWeb
 const CLAIM_MS = 200
 const COUNT = 200
 
-/** The store with every claim (SET NX) 200 ms late. */
-function slowClaims(store: Store): Store {
-  return new Proxy(store, {
-    get(target, prop, receiver) {
-      if (prop === 'setIfAbsent') return async (...args: Parameters<Store['setIfAbsent']>) => (await sleep(CLAIM_MS), target.setIfAbsent(...args))
-      const value = Reflect.get(target, prop, receiver) as unknown
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
-    }
-  })
-}
-
 t.test('a lane drained while the scheduler claimed is refilled by the next pass at once, not a period later', async (t) => {
-  const memory = await MemoryStore.open(tempDir(t, 'gw-refill-'))
-  t.teardown(() => memory.close())
   // The default schedule's shortest step (5 s) makes the scheduler's period 1 s.
-  const rt = await startWebhooks(t, { store: slowClaims(memory), env: { WEBHOOK_CONCURRENCY: '1', WEBHOOK_RETRY_SCHEDULE: '0,5s,5m' } })
-  const id = await createIdentity(rt.ctx.store)
-  const receiver = await startReceiver(t, id.app.consumer_secret)
-  const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url: receiver.url } })
-  t.equal(res.status, 200, 'webhook registered')
-  const webhookId = res.json<{ data: { id: string } }>().data.id
-  const arrivals: number[] = []
-  receiver.onPost = () => {
-    arrivals.push(Date.now())
-    return { status: 200 }
-  }
+  const { rt, id, receiver, webhookId, arrivals } = await oneSlotWebhook(t, (store) => withLateMethod(store, 'setIfAbsent', CLAIM_MS), { WEBHOOK_RETRY_SCHEDULE: '0,5s,5m' })
   await publishDeliveries(rt, Array.from({ length: COUNT }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId, text: `refill ${i}` })))
   await eventually(() => arrivals.length >= COUNT, 60_000)
   const gaps = arrivals.slice(1).map((at, i) => at - (arrivals[i] as number))

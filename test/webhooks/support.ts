@@ -6,9 +6,12 @@ import type { Delivery } from '../../services/activity/deliveries'
 import { deliveryKey } from '../../services/activity/worker'
 import { TOPICS } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
+import { MemoryStore } from '../../services/common/store/memory'
+import type { Store } from '../../services/common/store/types'
 import { webhooksService } from '../../services/webhooks/service'
 import { openApiValidators, productResourceTypes } from '../support/openapi'
-import { bearerRequest, createIdentity, eventually, startTestRuntime, type StartOptions, type TestIdentity } from '../helper'
+import { bearerRequest, createIdentity, eventually, startTestRuntime, tempDir, type StartOptions, type TestIdentity } from '../helper'
+import { sleep } from '../support/util'
 
 /**
  * Test support of the webhooks tests: a real receiver on loopback (node:http)
@@ -241,6 +244,34 @@ export async function registerWebhook(t: Test, rt: Runtime, id?: TestIdentity): 
   const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, identity.bearer, { json: { url: receiver.url } })
   if (res.status !== 200) throw new Error(`webhook registration failed: ${res.status} ${res.text}`)
   return { id: identity, receiver, webhookId: res.json<{ data: { id: string } }>().data.id }
+}
+
+/** `store` with one of its methods answered `ms` late (the others as they are): a slow round trip where a test needs one. */
+export function withLateMethod(store: Store, method: 'batch' | 'setIfAbsent', ms: number): Store {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop === method) return async (...args: unknown[]) => (await sleep(ms), (target[method] as (...a: unknown[]) => Promise<unknown>).apply(target, args))
+      const value = Reflect.get(target, prop, receiver) as unknown
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+    }
+  })
+}
+
+/**
+ * The webhooks service with one slot per webhook on a memory store that `slow` wraps, one webhook
+ * registered, and its receiver noting when each POST arrived (answering 200).
+ */
+export async function oneSlotWebhook(t: Test, slow: (store: Store) => Store, env: Record<string, string>): Promise<Registered & { rt: Runtime; memory: MemoryStore; arrivals: number[] }> {
+  const memory = await MemoryStore.open(tempDir(t, 'gw-slot-'))
+  t.teardown(() => memory.close())
+  const rt = await startWebhooks(t, { store: slow(memory), env: { WEBHOOK_CONCURRENCY: '1', ...env } })
+  const registered = await registerWebhook(t, rt)
+  const arrivals: number[] = []
+  registered.receiver.onPost = () => {
+    arrivals.push(Date.now())
+    return { status: 200 }
+  }
+  return { ...registered, rt, memory, arrivals }
 }
 
 /** One identity and one receiver with two webhooks on it, at `first` and `second` (the receiver answers CRC on both). */
