@@ -273,7 +273,9 @@ function cpuTable(run: RunFigures): string[] {
 
 function targets(up: RunFigures | undefined, embedded: RunFigures | undefined): string[] {
   const out = ['targets (issue 14):']
-  const complete = (r: RateFigures): boolean => r.webhook.onTime >= r.pub.published && r.stream.onTime >= r.pub.published && r.pub.failed === 0 && r.pub.shortfall === 0
+  // Every event published arrived on time, none failed, and the publisher kept the rate: short by less than the 1% the
+  // report names (a timer's rounding left a handful unsent at 1,000 and 2,000/s, which read as "none" delivered fully).
+  const complete = (r: RateFigures): boolean => r.webhook.onTime >= r.pub.published && r.stream.onTime >= r.pub.published && r.pub.failed === 0 && r.pub.shortfall <= r.rate * SECONDS * 0.01
   if (up) {
     const at5k = up.rates.find((r) => r.rate === 5000)
     if (at5k) {
