@@ -14,6 +14,9 @@ import type { Store, StoreOp } from './types'
  *
  * A turn's ops past `maxOps` start a batch of their own at once, so one
  * batch stays a size the store handles without stalling others.
+ *
+ * Counters are written once per batch (compactCounters): dozens of
+ * attempts settling together each add to the same per-minute counters.
  */
 
 interface Waiter {
@@ -52,7 +55,7 @@ export class WriteCoalescer {
   private flush(): void {
     this.scheduled = false
     if (this.waiters.length === 0) return
-    const ops = this.ops
+    const ops = compactCounters(this.ops)
     const waiters = this.waiters
     this.ops = []
     this.waiters = []
@@ -73,4 +76,43 @@ export class WriteCoalescer {
     this.flush()
     await Promise.allSettled([...this.inFlight])
   }
+}
+
+/**
+ * The same writes in fewer commands. A key whose every op in the batch is an
+ * `incr` or a `pexpire` (the console's per-minute counters, which each
+ * attempt of an app adds to and renews) gets one `incr` of the sum, at its
+ * first increment's place, and one `pexpire`, at its last expiry's place.
+ * The batch is applied atomically, so no reader sees the states in between,
+ * and the key ends with the value and the expiry the full list gives it: an
+ * expiry before the first increment finds the key as it was before the batch
+ * either way, and one after it finds the key in place. Keys touched by any
+ * other op keep their ops as they are.
+ */
+export function compactCounters(ops: StoreOp[]): StoreOp[] {
+  const others = new Set<string>()
+  const counters = new Map<string, { by: number; ops: number; firstIncr: number; lastExpire: number }>()
+  ops.forEach((op, i) => {
+    if (op.op !== 'incr' && op.op !== 'pexpire') {
+      others.add(op.key)
+      return
+    }
+    const c = counters.get(op.key) ?? { by: 0, ops: 0, firstIncr: -1, lastExpire: -1 }
+    c.ops++
+    if (op.op === 'incr') {
+      c.by += op.by
+      if (c.firstIncr < 0) c.firstIncr = i
+    } else c.lastExpire = i
+    counters.set(op.key, c)
+  })
+  const fewer = (c: { ops: number; firstIncr: number; lastExpire: number }): boolean => c.ops > (c.firstIncr >= 0 ? 1 : 0) + (c.lastExpire >= 0 ? 1 : 0)
+  if (![...counters].some(([key, c]) => fewer(c) && !others.has(key))) return ops
+  const out: StoreOp[] = []
+  ops.forEach((op, i) => {
+    const c = op.op === 'incr' || op.op === 'pexpire' ? counters.get(op.key) : undefined
+    if (!c || others.has(op.key)) out.push(op)
+    else if (op.op === 'incr' && i === c.firstIncr) out.push({ op: 'incr', key: op.key, by: c.by })
+    else if (op.op === 'pexpire' && i === c.lastExpire) out.push(op)
+  })
+  return out
 }
