@@ -151,10 +151,15 @@ function localState(io: CommandIo): LocalState | undefined {
   return JSON.parse(fs.readFileSync(file, 'utf8')) as LocalState
 }
 
+/** Rows in the order the table prints them. */
+function byGroupTopicPartition(a: { group: string; topic: string; partition: number }, b: { group: string; topic: string; partition: number }): number {
+  return a.group.localeCompare(b.group) || a.topic.localeCompare(b.topic) || a.partition - b.partition
+}
+
 function merge(reports: GroupOffsets[][]): GroupOffsets[] {
   const byKey = new Map<string, GroupOffsets>()
   for (const list of reports) for (const g of list) byKey.set(`${g.group}\u0000${g.topic}\u0000${g.partition}`, g)
-  return [...byKey.values()].sort((a, b) => a.group.localeCompare(b.group) || a.topic.localeCompare(b.topic) || a.partition - b.partition)
+  return [...byKey.values()].sort(byGroupTopicPartition)
 }
 
 /** The processes' gone counts added up per group, topic and partition (each counts what its own consumers met). */
@@ -168,7 +173,7 @@ function addGone(reports: Gone[][]): Gone[] {
       byKey.set(key, sum)
     }
   }
-  return [...byKey.values()].sort((a, b) => a.group.localeCompare(b.group) || a.topic.localeCompare(b.topic) || a.partition - b.partition)
+  return [...byKey.values()].sort(byGroupTopicPartition)
 }
 
 interface LagResult {
