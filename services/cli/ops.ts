@@ -168,8 +168,9 @@ function addGone(reports: Gone[][]): Gone[] {
   for (const list of reports) {
     for (const g of list) {
       const key = `${g.group}\u0000${g.topic}\u0000${g.partition}`
-      const sum = byKey.get(key) ?? { ...g, messages: 0 }
+      const sum = byKey.get(key) ?? { ...g, messages: 0, resets: 0 }
       sum.messages += g.messages
+      sum.resets += g.resets ?? 0
       byKey.set(key, sum)
     }
   }
@@ -207,14 +208,22 @@ async function lagFromServices(io: CommandIo, groups: string[] | undefined): Pro
   return { offsets: report.groups, source: `${client.baseUrl} (${report.bus} bus)`, silent: [], gone: addGone([report.gone ?? []]) }
 }
 
-/** One line per group that lost messages to the broker's retention. */
-function goneLines(gone: Gone[]): string[] {
+/** Where, in the words of the GONE line: each topic with its partitions. */
+function partitionsOf(list: Gone[]): string {
+  return [...new Set(list.map((g) => g.topic))].map((topic) => `${topic} partition(s) ${list.filter((g) => g.topic === topic).map((g) => g.partition).join(',')}`).join('; ')
+}
+
+/** One line per group that lost messages to the broker's retention: counted, or only known by a reset of its position. */
+export function goneLines(gone: Gone[]): string[] {
   const byGroup = new Map<string, Gone[]>()
-  for (const g of gone) if (g.messages > 0) byGroup.set(g.group, [...(byGroup.get(g.group) ?? []), g])
+  for (const g of gone) if (g.messages > 0 || g.resets > 0) byGroup.set(g.group, [...(byGroup.get(g.group) ?? []), g])
   return [...byGroup].map(([group, list]) => {
-    const total = list.reduce((n, g) => n + g.messages, 0)
-    const where = [...new Set(list.map((g) => g.topic))].map((topic) => `${topic} partition(s) ${list.filter((g) => g.topic === topic).map((g) => g.partition).join(',')}`).join('; ')
-    return `GONE       ${group}: ${total} message(s) dropped by the broker before this group read them (${where}): the topic's retention is shorter than the group's lag`
+    const counted = list.filter((g) => g.messages > 0)
+    const reset = list.filter((g) => g.resets > 0 && g.messages === 0)
+    const parts: string[] = []
+    if (counted.length > 0) parts.push(`${counted.reduce((n, g) => n + g.messages, 0)} message(s) dropped by the broker before this group read them (${partitionsOf(counted)})`)
+    if (reset.length > 0) parts.push(`its position reset past messages the broker dropped while it was away, how many not known (${partitionsOf(reset)})`)
+    return `GONE       ${group}: ${parts.join('; ')}: the topic's retention is shorter than the group's lag`
   })
 }
 

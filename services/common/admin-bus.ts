@@ -14,7 +14,9 @@ import { operatorGuard, resolveOperatorToken } from './operator'
  * consumers hold, so an operator sees how a group's partitions are shared
  * out. `gone`: messages the broker dropped before a group of this process
  * read them (retention shorter than the group's lag), counted since the
- * process started, also on /metrics as bus_messages_gone_total. Registered by
+ * process started, also on /metrics as bus_messages_gone_total, and the
+ * times kafkajs reset a group's position past dropped messages
+ * (bus_offset_resets_total). Registered by
  * the runtime in every process, so `make lag` can ask each service of
  * `make up` for its own groups.
  */
@@ -55,19 +57,24 @@ export async function busLagRoutes(app: FastifyInstance, ctx: ServiceContext): P
   goneCounter(ctx)
 }
 
-/** bus_messages_gone_total{group,topic}: read from the bus at each scrape. */
+/** bus_messages_gone_total and bus_offset_resets_total, by group and topic: read from the bus at each scrape. */
 function goneCounter(ctx: ServiceContext): void {
-  const name = 'bus_messages_gone_total'
-  if (ctx.metrics.getSingleMetric(name)) return
   const source = lagSource(ctx.bus)
-  new client.Counter({
-    name,
-    help: 'Messages the broker dropped before a consumer group of this process read them (topic retention shorter than the lag), by group and topic',
-    labelNames: ['group', 'topic'] as const,
-    registers: [ctx.metrics],
-    collect() {
-      this.reset()
-      for (const g of source?.gone() ?? []) this.inc({ group: g.group, topic: g.topic }, g.messages)
-    }
-  })
+  const counters = {
+    messages: ['bus_messages_gone_total', 'Messages the broker dropped before a consumer group of this process read them (topic retention shorter than the lag), by group and topic'],
+    resets: ['bus_offset_resets_total', "Times a consumer group's position was no longer on the broker and kafkajs reset it to the oldest offset left (messages were dropped unread; after a whole group was down, how many is not known)"]
+  } as const
+  for (const [field, [name, help]] of Object.entries(counters) as Array<[keyof typeof counters, (typeof counters)[keyof typeof counters]]>) {
+    if (ctx.metrics.getSingleMetric(name)) continue
+    new client.Counter({
+      name,
+      help,
+      labelNames: ['group', 'topic'] as const,
+      registers: [ctx.metrics],
+      collect() {
+        this.reset()
+        for (const g of source?.gone() ?? []) if (g[field] > 0) this.inc({ group: g.group, topic: g.topic }, g[field])
+      }
+    })
+  }
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import path from 'node:path'
 import t from 'tap'
 import type { Bus, LagSource } from '../../services/common/bus/types'
-import { runLag } from '../../services/cli/ops'
+import { goneLines, runLag } from '../../services/cli/ops'
 import { loadConfig } from '../../services/common/config'
 import { createContext } from '../../services/common/context'
 import { createLogger } from '../../services/common/logger'
@@ -116,16 +116,41 @@ t.test('messages the broker dropped under a reading group are counted: /admin/bu
   t.ok(lost > 0, `the partition overflowed under the group: ${lost} of ${total + 1} never handled`)
 
   const gone = (bus as unknown as LagSource).gone()
-  t.same(gone, [{ group: 'g-overflow', topic: 'overflow', partition: 0, messages: lost }], 'the bus counted exactly the messages the handler never got')
+  t.same(gone, [{ group: 'g-overflow', topic: 'overflow', partition: 0, messages: lost, resets: 1 }], 'the bus counted exactly the messages the handler never got (and kafkajs\'s one reset past them)')
 
   const headers = { authorization: `Bearer ${token}` }
   const report = (await (await fetch(`${runtime.baseUrl}/admin/bus/lag`, { headers })).json()) as { gone: unknown[] }
   t.same(report.gone, gone, 'GET /admin/bus/lag reports them')
   const metrics = await (await fetch(`${runtime.baseUrl}/metrics`)).text()
   t.match(metrics, new RegExp(`^bus_messages_gone_total\\{[^}]*group="g-overflow"[^}]*\\} ${lost}$`, 'm'), '/metrics counts them')
+  t.match(metrics, /^bus_offset_resets_total\{[^}]*group="g-overflow"[^}]*\} 1$/m, 'and the reset')
 
   const lines: string[] = []
   const status = await runLag([], { out: (l = '') => void lines.push(l), err: (l) => void lines.push(l), env: { RUN_DIR: tempDir(t), OPERATOR_TOKEN: token, GATEWAY_URL: runtime.baseUrl } })
   t.equal(status, 1, 'make lag exits 1: messages were lost')
   t.match(lines.join('\n'), new RegExp(`^GONE\\s+g-overflow: ${lost} message\\(s\\) dropped by the broker before this group read them \\(overflow partition\\(s\\) 0\\)`, 'm'), 'and says which group lost how many, where')
+})
+
+t.test('a group that comes back after the broker dropped what it had not read: its reset is counted', async (t) => {
+  const kafka = await startKafka(t, { brokers: 1, deployTopics: false, extraTopics: ['comeback:1'] })
+  // Logging silenced, as in the tests: the reset is seen all the same.
+  const bus = await kafkaBus(t, kafka, 'comeback', { compression: 'none', log: createLogger('silent', 'comeback') })
+  const handled = new Set<number>()
+  const subscribe = () => bus.subscribe({ groupId: 'g-comeback', topics: ['comeback'], batchHandler: async (batch) => void batch.forEach((m) => handled.add(Number(m.offset))) })
+  // The group reads the first message and commits it; then nobody reads while the backlog overflows.
+  const first = await subscribe()
+  await bus.publish('comeback', 'one-user', delivery(0))
+  await eventually(() => handled.has(0), 20_000)
+  await first.close()
+  const total = 2 * MESSAGES
+  for (let start = 1; start <= total; start += 500) {
+    await bus.publishMany('comeback', Array.from({ length: Math.min(500, total + 1 - start) }, (_, k) => ({ key: 'one-user', value: delivery(start + k) })))
+  }
+  await subscribe()
+  await eventually(() => handled.has(total), 60_000)
+  t.ok(total + 1 - handled.size > 0, `the partition overflowed while the group was away: ${total + 1 - handled.size} of ${total + 1} never handled`)
+  // kafkajs committed its reset over the group's position before the first batch: the count is not known, the reset is.
+  t.same((bus as unknown as LagSource).gone(), [{ group: 'g-comeback', topic: 'comeback', partition: 0, messages: 0, resets: 1 }], 'one reset of the partition, no count')
+  const lines = goneLines((bus as unknown as LagSource).gone())
+  t.match(lines, [/^GONE\s+g-comeback: its position reset past messages the broker dropped while it was away, how many not known \(comeback partition\(s\) 0\)/], 'make lag says the group lost messages, and that how many is not known')
 })

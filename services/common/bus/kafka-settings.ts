@@ -60,13 +60,17 @@ export const DEFAULTS = {
 
 export type Settings = typeof DEFAULTS & { idempotent: boolean | 'auto' }
 
-/** kafkajs log entries into pino, under `component: kafkajs`. */
-export function pinoLogCreator(log: Logger) {
+/** kafkajs says this, with groupId, topic and partition, when a group's position is no longer on the broker. */
+export const OFFSET_RESET_MESSAGE = 'Offset out of range, resetting to default offset'
+
+/** kafkajs log entries into pino, under `component: kafkajs`; `seen` gets each entry's message and fields first. */
+export function pinoLogCreator(log: Logger, seen?: (message: string, fields: Record<string, unknown>) => void) {
   const child = log.child({ component: 'kafkajs' })
   return () =>
     ({ namespace, level, log: entry }: LogEntry) => {
       // kafkajs repeats its own timestamp and logger name: pino has both already.
       const { message, timestamp: _timestamp, logger: _logger, ...extra } = entry as LogEntry['log'] & { timestamp?: string; logger?: string }
+      seen?.(message, extra)
       const fields = { namespace, ...extra }
       if (level === KafkaLogLevel.ERROR) child.error(fields, message)
       else if (level === KafkaLogLevel.WARN) child.warn(fields, message)

@@ -1,9 +1,9 @@
-import { CompressionTypes, Kafka, Partitioners, type Admin, type ICustomPartitioner, type Message, type Producer } from 'kafkajs'
+import { CompressionTypes, Kafka, logLevel, Partitioners, type Admin, type ICustomPartitioner, type Message, type Producer } from 'kafkajs'
 import type { Logger } from 'pino'
 import { fetchGroupOffsets, listGroups } from './kafka-admin'
 import { KafkaBusConsumer, sleep } from './kafka-consumer'
 import { murmur2 } from './partitioner'
-import { DEFAULTS, kafkaLogLevel, pinoLogCreator, type KafkaBusOptions, type Settings } from './kafka-settings'
+import { DEFAULTS, kafkaLogLevel, OFFSET_RESET_MESSAGE, pinoLogCreator, type KafkaBusOptions, type Settings } from './kafka-settings'
 import type { Assignment, Bus, Consumer, Gone, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
 
 export { fetchGroupOffsets, listGroups } from './kafka-admin'
@@ -34,6 +34,22 @@ interface Pending {
 /** Upper bound of one produce request built from queued publishes (below Kafka's 1 MB default). */
 const SEND_MAX_BYTES = 512 * 1024
 
+/** Messages gone and positions reset, by group, topic and partition; kept by the bus, so a closed or restarted consumer's count stays. */
+class GoneCounts {
+  private readonly byKey = new Map<string, Gone>()
+
+  count(group: string, topic: string, partition: number, what: 'messages' | 'resets', n: number): void {
+    const key = `${group}\u0000${topic}\u0000${partition}`
+    const entry = this.byKey.get(key) ?? { group, topic, partition, messages: 0, resets: 0 }
+    entry[what] += n
+    this.byKey.set(key, entry)
+  }
+
+  list(): Gone[] {
+    return [...this.byKey.values()].map((g) => ({ ...g }))
+  }
+}
+
 /**
  * kafkajs's DefaultPartitioner's placement (the Java client's murmur2 of the
  * key, positive, modulo the partition count) computed with 32-bit integer
@@ -61,8 +77,6 @@ export class KafkaBus implements Bus, LagSource {
   private producerClosed = false
   /** group -> topics, of the subscriptions made through this bus */
   private readonly groups = new Map<string, Set<string>>()
-  /** Messages this process's consumers found gone, by group, topic and partition. */
-  private readonly goneCounts = new Map<string, Gone>()
   private closing: Promise<void> | undefined
 
   private constructor(
@@ -71,7 +85,9 @@ export class KafkaBus implements Bus, LagSource {
     private readonly admin: Admin,
     private readonly settings: Settings,
     private readonly log: Logger,
-    readonly idempotent: boolean
+    readonly idempotent: boolean,
+    /** What this process's consumers found gone, by group, topic and partition. */
+    private readonly goneCounts: GoneCounts
   ) {}
 
   static async connect(options: KafkaBusOptions): Promise<KafkaBus> {
@@ -79,14 +95,20 @@ export class KafkaBus implements Bus, LagSource {
     const settings: Settings = { ...DEFAULTS, idempotent: 'auto' }
     for (const [k, v] of Object.entries(options)) if (v !== undefined && k in settings) (settings as Record<string, unknown>)[k] = v
     const log = options.log.child({ component: 'bus' })
+    const goneCounts = new GoneCounts()
     const kafka = new Kafka({
       clientId: options.clientId,
       brokers: options.brokers,
       connectionTimeout: settings.connectionTimeoutMs,
       requestTimeout: settings.requestTimeoutMs,
       retry: { initialRetryTime: 100, maxRetryTime: 5_000, retries: 10 },
-      logLevel: kafkaLogLevel(options.log),
-      logCreator: pinoLogCreator(options.log)
+      // At least its errors, whatever pino's level: the offset resets are counted from them (pino still drops what it must).
+      logLevel: Math.max(kafkaLogLevel(options.log), logLevel.ERROR),
+      logCreator: pinoLogCreator(options.log, (message, fields) => {
+        if (message !== OFFSET_RESET_MESSAGE) return
+        const { groupId, topic, partition } = fields
+        if (typeof groupId === 'string' && typeof topic === 'string' && typeof partition === 'number') goneCounts.count(groupId, topic, partition, 'resets', 1)
+      })
     })
     const admin = kafka.admin()
     await admin.connect()
@@ -106,7 +128,7 @@ export class KafkaBus implements Bus, LagSource {
         retry: { initialRetryTime: 100, maxRetryTime: 5_000, retries: 10 }
       })
       await producer.connect()
-      return new KafkaBus(kafka, producer, admin, settings, log, idempotent)
+      return new KafkaBus(kafka, producer, admin, settings, log, idempotent, goneCounts)
     } catch (err) {
       await admin.disconnect().catch(() => undefined)
       throw err
@@ -170,13 +192,9 @@ export class KafkaBus implements Bus, LagSource {
 
   async subscribe(options: SubscribeOptions): Promise<Consumer> {
     if (this.closing) throw new Error('bus is closed')
-    const consumer = new KafkaBusConsumer(this.kafka, options, this.settings, this.log, (topic, key, value) => this.publish(topic, key, value), (group, topic, partition, count) => {
-      // Kept by the bus, not the consumer: a closed or restarted consumer's count stays reported.
-      const key = `${group}\u0000${topic}\u0000${partition}`
-      const entry = this.goneCounts.get(key) ?? { group, topic, partition, messages: 0 }
-      entry.messages += count
-      this.goneCounts.set(key, entry)
-    })
+    const consumer = new KafkaBusConsumer(this.kafka, options, this.settings, this.log, (topic, key, value) => this.publish(topic, key, value), (group, topic, partition, count) =>
+      this.goneCounts.count(group, topic, partition, 'messages', count)
+    )
     this.consumers.add(consumer)
     const topics = this.groups.get(options.groupId) ?? new Set<string>()
     for (const t of options.topics) topics.add(t)
@@ -214,7 +232,7 @@ export class KafkaBus implements Bus, LagSource {
   }
 
   gone(): Gone[] {
-    return [...this.goneCounts.values()].map((g) => ({ ...g }))
+    return this.goneCounts.list()
   }
 
   /** Stops every consumer (in-flight handlers finish and commit, groups are left), then the producer. */

@@ -126,8 +126,15 @@ export interface Gone {
   group: string
   topic: string
   partition: number
-  /** Counted by this process's consumers since it started. */
+  /** Counted by this process's consumers since it started (a gap in the offsets they fetched). */
   messages: number
+  /**
+   * Times kafkajs found the group's position already dropped by the broker and reset it to the
+   * oldest offset left. A reset under a reading member comes with its gap counted in `messages`;
+   * one when the group comes back after all its members were down does not: kafkajs commits the
+   * reset over the old position, so how many were lost is not known.
+   */
+  resets: number
 }
 
 /** Both buses report their consumer groups' offsets (services/common/admin-bus.ts). */
