@@ -45,6 +45,14 @@ export function messageTypeFor(eventType: string): string {
 
 /** The Account Activity body of one event for one subscribed user (exact bytes, signed as sent). */
 export function accountActivityBody(event: ActivityEventMessage, forUserId: string): string {
+  return accountActivityEntry(event, forUserId).body
+}
+
+/**
+ * The body and the type the console shows for it: what eventTypeOf (attempt-log.ts) would read
+ * back from the body, its first `*_events` key, taken from the object before it is serialized.
+ */
+export function accountActivityEntry(event: ActivityEventMessage, forUserId: string): { body: string; eventType: string | undefined } {
   const type = messageTypeFor(event.event_type)
   const body: Record<string, unknown> = { for_user_id: forUserId, event_uuid: event.event_uuid }
   const payload = event.payload
@@ -63,7 +71,7 @@ export function accountActivityBody(event: ActivityEventMessage, forUserId: stri
   }
   // Expanded users travel beside the events, as on the public platform.
   if (body.users === undefined && event.includes?.users !== undefined) body.users = event.includes.users
-  return JSON.stringify(body)
+  return { body: JSON.stringify(body), eventType: Object.keys(body).find((k) => k.endsWith('_events')) }
 }
 
 /** One delivery id per (event, webhook), so a redelivered event is recognised as the same delivery. */
@@ -157,6 +165,7 @@ export class AccountActivity {
           if (!gone.includes(webhookId)) stale.set(event.user_id, [...gone, webhookId])
           continue
         }
+        const entry = accountActivityEntry(event, event.user_id)
         list.push({
           delivery_id: accountActivityDeliveryId(event.event_uuid, webhookId),
           webhook_id: webhookId,
@@ -164,7 +173,8 @@ export class AccountActivity {
           source: 'account-activity',
           event_uuid: event.event_uuid,
           for_user_id: event.user_id,
-          body: accountActivityBody(event, event.user_id),
+          body: entry.body,
+          ...(entry.eventType === undefined ? {} : { event_type: entry.eventType }),
           event_time: eventTime(event.created_at, now)
         })
       }

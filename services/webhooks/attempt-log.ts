@@ -66,6 +66,11 @@ export function eventTypeOf(body: string): string | undefined {
   }
 }
 
+/** A record's type as the console shows it: kept with the record since intake, else read from its body. */
+export function recordEventType(record: Pick<DeliveryRecord, 'body' | 'event_type'>): string | undefined {
+  return record.event_type ?? eventTypeOf(record.body)
+}
+
 function bucketOf(ms: number): number {
   return LATENCY_BOUNDS_MS.findIndex((b) => ms <= b)
 }
@@ -113,7 +118,7 @@ export class AttemptLog {
       attempt.error = out.message
       tail.error = out.message
     }
-    const eventType = eventTypeOf(record.body)
+    const eventType = recordEventType(record)
     if (eventType !== undefined) tail.event_type = eventType
     const minute = Math.floor(now / MINUTE) * MINUTE
     const stat = (field: string): string => WebhookKeys.stats(record.app_id, minute, field)

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { sendHtml } from '../common/console/views'
 import { Problems } from '../common/errors'
-import { eventTypeOf } from './attempt-log'
+import { recordEventType } from './attempt-log'
 import { appParams, consoleApp, consoleWebhook, type ConsoleDeps, withMessage } from './console-access'
 import { DELIVERY_STATUSES, type DeliveryRecord, type DeliveryStatus } from './delivery-log'
 import { defaultUserAgent } from './http-client'
@@ -82,8 +82,8 @@ export async function registerConsoleDeliveryRoutes(app: FastifyInstance, deps: 
     const limit = eventType === '' ? wanted : SCAN_LIMIT
     const lists = await Promise.all(chosen.map((w) => core.deliveryLog.list(w.id, { status, since, until, limit, newestFirst: true })))
     let records = lists.flat().sort((a, b) => b.event_time - a.event_time || b.delivery_id.localeCompare(a.delivery_id))
-    if (eventType !== '') records = records.filter((r) => eventTypeOf(r.body) === eventType)
-    const rows = records.slice((pageNo - 1) * PAGE_SIZE, pageNo * PAGE_SIZE).map((r) => ({ record: r, eventType: eventTypeOf(r.body) }))
+    if (eventType !== '') records = records.filter((r) => recordEventType(r) === eventType)
+    const rows = records.slice((pageNo - 1) * PAGE_SIZE, pageNo * PAGE_SIZE).map((r) => ({ record: r, eventType: recordEventType(r) }))
     const hasNext = records.length > pageNo * PAGE_SIZE
     const baseQuery = new URLSearchParams(Object.entries({ ...q, page: undefined }).filter((e): e is [string, string] => typeof e[1] === 'string' && e[1] !== ''))
     const pageUrl = (n: number): string => `?${new URLSearchParams([...baseQuery, ['page', String(n)]]).toString()}`
@@ -118,7 +118,7 @@ export async function registerConsoleDeliveryRoutes(app: FastifyInstance, deps: 
       // Shown as sent.
     }
     const webhook = await core.registry.get(record.webhook_id)
-    return sendHtml(reply, views.page(request, 'delivery', { app: appRecord, record, webhook, headers, body: pretty, attempts, eventType: eventTypeOf(record.body) }, { title: `Delivery ${record.delivery_id}`, active: 'deliveries', appId: appRecord.id }))
+    return sendHtml(reply, views.page(request, 'delivery', { app: appRecord, record, webhook, headers, body: pretty, attempts, eventType: recordEventType(record) }, { title: `Delivery ${record.delivery_id}`, active: 'deliveries', appId: appRecord.id }))
   })
 
   app.post('/console/webhooks/apps/:app_id/deliveries/:delivery_id/resend', { preHandler: api }, async (request, reply) => {

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { AuthKeys, type App } from '../common/auth/records'
 import { consoleGuard } from '../common/console/session'
 import { sendHtml } from '../common/console/views'
-import { eventTypeOf } from './attempt-log'
+import { recordEventType } from './attempt-log'
 import type { ConsoleDeps } from './console-access'
 
 /**
@@ -41,7 +41,7 @@ export async function registerConsoleOpsRoutes(app: FastifyInstance, deps: Conso
     const webhooks = await core.registry.listAll()
     const groups = (await Promise.all(webhooks.map(async (w) => {
       const records = await core.deliveryLog.list(w.id, { status: 'failed', limit: DEAD_LETTERS_PER_WEBHOOK, newestFirst: true })
-      return { webhook: w, rows: records.map((r) => ({ record: r, eventType: eventTypeOf(r.body) })) }
+      return { webhook: w, rows: records.map((r) => ({ record: r, eventType: recordEventType(r) })) }
     }))).filter((g) => g.rows.length > 0)
     return sendHtml(reply, views.page(request, 'ops-dead-letters', { groups }, { title: 'Dead letters', active: 'dead-letters' }))
   })

@@ -23,6 +23,8 @@ export interface DeliveryRecord {
   for_user_id?: string
   /** The exact bytes POSTed (and signed). */
   body: string
+  /** The body's type as the console shows it (recordEventType); records from before it was kept lack it. */
+  event_type?: string
   /** When the event happened (ms); the log and replay windows are ordered by it. */
   event_time: number
   created_at: string

@@ -18,6 +18,8 @@ export interface NewDelivery {
   event_uuid?: string
   for_user_id?: string
   body: string
+  /** The type the console shows (what eventTypeOf reads from the body), given so no attempt parses the body for it. */
+  event_type?: string
   /** Event time (ms); clamped to now. */
   event_time: number
 }
@@ -60,6 +62,7 @@ export function newRecord(d: NewDelivery, now: number): DeliveryRecord {
     next_attempt_at: now
   }
   if (d.event_uuid !== undefined) record.event_uuid = d.event_uuid
+  if (d.event_type !== undefined) record.event_type = d.event_type
   if (d.for_user_id !== undefined) record.for_user_id = d.for_user_id
   return record
 }

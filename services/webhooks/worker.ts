@@ -46,6 +46,7 @@ export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
         source: 'activity',
         event_uuid: v.envelope.data.event_uuid,
         body: JSON.stringify(v.envelope),
+        ...(typeof v.envelope.data.event_type === 'string' ? { event_type: v.envelope.data.event_type } : {}),
         event_time: eventTime(v.created_at, message.timestamp)
       })
     }

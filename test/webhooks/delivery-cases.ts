@@ -1,5 +1,6 @@
 import type { Test } from 'tap'
 import type { Runtime } from '../../services/common/runtime'
+import { eventTypeOf } from '../../services/webhooks/attempt-log'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { bearerRequest, plainRequest } from '../helper'
@@ -73,6 +74,8 @@ export const deliveryCases: Record<string, Case> = {
     const log = await adminDeliveries(rt.baseUrl, webhookId)
     t.equal(log.length, 5, 'the stream-only and the foreign delivery are not in the log')
     t.ok(log.every((r) => r.status === 'delivered' && r.attempts === 1 && r.last_status === 200))
+    const records = await rt.ctx.store.mgetJson<DeliveryRecord>(messages.map((m) => WebhookKeys.delivery(String(m.delivery_id))))
+    t.ok(records.every((r) => r?.event_type !== undefined && r.event_type === eventTypeOf(r.body)), 'each record keeps its type as the console would read it from the body')
     const text = await metricsText(rt)
     t.equal(metricValue(text, 'webhook_deliveries_total', { outcome: 'delivered' }), 5)
     t.equal(metricValue(text, 'webhook_deliveries_total', { outcome: 'dropped' }), 1)

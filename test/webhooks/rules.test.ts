@@ -1,5 +1,6 @@
 import t from 'tap'
-import { accountActivityBody, accountActivityDeliveryId, messageTypeFor } from '../../services/webhooks/account-activity'
+import { accountActivityBody, accountActivityDeliveryId, accountActivityEntry, messageTypeFor } from '../../services/webhooks/account-activity'
+import { eventTypeOf } from '../../services/webhooks/attempt-log'
 import { CRC_GRACE_MS, crcUpdate } from '../../services/webhooks/crc'
 import { parseRetryAfter, withJitter } from '../../services/webhooks/delivery'
 import { bodyValidationProblem, ECHO_MAX_CHARS, echoValue } from '../../services/webhooks/problems'
@@ -71,6 +72,20 @@ t.test('Account Activity bodies', async (t) => {
   t.same(JSON.parse(accountActivityBody(event('spaces.start', { broadcast_id: 'b', event_type: 'spaces_start', user: { id: '42' } }), '42')).spaces_events, [
     { broadcast_id: 'b', event_type: 'spaces_start', user: { id: '42' } }
   ])
+  // The type kept with the record is what the console would read back from the body.
+  const kinds: Array<[string, Record<string, unknown>]> = [
+    ['post.create', { id: '7', text: 'hi' }],
+    ['post.delete', { id: '7', author_id: '42' }],
+    ['dm.indicate_typing', typing],
+    ['dm.sent', { direct_message_events: [{ type: 'message_create', id: '1' }], apps: {}, users: {} }],
+    ['profile.update.bio', { before: 'a', after: 'b' }],
+    ['spaces.start', { broadcast_id: 'b', event_type: 'spaces_start', user: { id: '42' } }],
+    ['chat.sent', { text: 'x' }]
+  ]
+  for (const [kind, payload] of kinds) {
+    const entry = accountActivityEntry(event(kind, payload), '42')
+    t.equal(entry.eventType, eventTypeOf(entry.body), `${kind}: ${entry.eventType}`)
+  }
   t.equal(messageTypeFor('dm.read'), 'direct_message_mark_read_events')
   t.equal(messageTypeFor('chat.sent'), 'chat_sent_events', 'a kind this service does not know yet still gets a stable name')
   const a = accountActivityDeliveryId('1000000000000000001', '5')
