@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { Kafka, logLevel, type Admin } from 'kafkajs'
 import type { LagReport } from '../common/admin-bus'
+import { GoneCounts } from '../common/bus/gone'
 import { fetchGroupOffsets, listGroups } from '../common/bus/kafka'
 import { loadTopics, projectRoot, type TopicSpec } from '../common/bus/topics'
 import type { Gone, GroupOffsets } from '../common/bus/types'
@@ -164,17 +165,9 @@ function merge(reports: GroupOffsets[][]): GroupOffsets[] {
 
 /** The processes' gone counts added up per group, topic and partition (each counts what its own consumers met). */
 function addGone(reports: Gone[][]): Gone[] {
-  const byKey = new Map<string, Gone>()
-  for (const list of reports) {
-    for (const g of list) {
-      const key = `${g.group}\u0000${g.topic}\u0000${g.partition}`
-      const sum = byKey.get(key) ?? { ...g, messages: 0, resets: 0 }
-      sum.messages += g.messages
-      sum.resets += g.resets ?? 0
-      byKey.set(key, sum)
-    }
-  }
-  return [...byKey.values()].sort(byGroupTopicPartition)
+  const sums = new GoneCounts()
+  for (const list of reports) for (const g of list) sums.add(g)
+  return sums.list().sort(byGroupTopicPartition)
 }
 
 interface LagResult {

@@ -2,6 +2,7 @@ import { CompressionTypes, Kafka, logLevel, Partitioners, type Admin, type ICust
 import type { Logger } from 'pino'
 import { fetchGroupOffsets, listGroups } from './kafka-admin'
 import { KafkaBusConsumer, sleep } from './kafka-consumer'
+import { GoneCounts } from './gone'
 import { murmur2 } from './partitioner'
 import { DEFAULTS, kafkaLogLevel, OFFSET_RESET_MESSAGE, pinoLogCreator, type KafkaBusOptions, type Settings } from './kafka-settings'
 import type { Assignment, Bus, Consumer, Gone, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
@@ -33,22 +34,6 @@ interface Pending {
 
 /** Upper bound of one produce request built from queued publishes (below Kafka's 1 MB default). */
 const SEND_MAX_BYTES = 512 * 1024
-
-/** Messages gone and positions reset, by group, topic and partition; kept by the bus, so a closed or restarted consumer's count stays. */
-class GoneCounts {
-  private readonly byKey = new Map<string, Gone>()
-
-  count(group: string, topic: string, partition: number, what: 'messages' | 'resets', n: number): void {
-    const key = `${group}\u0000${topic}\u0000${partition}`
-    const entry = this.byKey.get(key) ?? { group, topic, partition, messages: 0, resets: 0 }
-    entry[what] += n
-    this.byKey.set(key, entry)
-  }
-
-  list(): Gone[] {
-    return [...this.byKey.values()].map((g) => ({ ...g }))
-  }
-}
 
 /**
  * kafkajs's DefaultPartitioner's placement (the Java client's murmur2 of the

@@ -5,28 +5,31 @@ function before(a: ScoredMember, score: number, member: string): boolean {
   return a.score < score || (a.score === score && a.member < member)
 }
 
-/** First index in a sorted chunk whose entry is >= (score, member). */
-function indexIn(chunk: ScoredMember[], score: number, member: string): number {
+/** The first of 0..n-1 for which `below(i)` is false, where it is true for a prefix (n when it holds throughout). */
+function firstNotBelow(n: number, below: (i: number) => boolean): number {
   let lo = 0
-  let hi = chunk.length
+  let hi = n
   while (lo < hi) {
     const mid = (lo + hi) >> 1
-    if (before(chunk[mid] as ScoredMember, score, member)) lo = mid + 1
+    if (below(mid)) lo = mid + 1
     else hi = mid
   }
   return lo
 }
 
+/** First index in a sorted chunk whose entry is >= (score, member). */
+function indexIn(chunk: ScoredMember[], score: number, member: string): number {
+  return firstNotBelow(chunk.length, (i) => before(chunk[i] as ScoredMember, score, member))
+}
+
 /** First index in a sorted chunk whose score is > max. */
 function indexAbove(chunk: ScoredMember[], max: number): number {
-  let lo = 0
-  let hi = chunk.length
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1
-    if ((chunk[mid] as ScoredMember).score <= max) lo = mid + 1
-    else hi = mid
-  }
-  return lo
+  return firstNotBelow(chunk.length, (i) => (chunk[i] as ScoredMember).score <= max)
+}
+
+/** The last entry of a chunk (chunks are never empty). */
+function lastOf(chunk: ScoredMember[]): ScoredMember {
+  return chunk[chunk.length - 1] as ScoredMember
 }
 
 /**
@@ -137,28 +140,12 @@ export class SortedSet {
 
   /** First chunk whose last entry is >= (score, member); chunks.length when none is. */
   private chunkFor(score: number, member: string): number {
-    let lo = 0
-    let hi = this.chunks.length
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1
-      const chunk = this.chunks[mid] as ScoredMember[]
-      if (before(chunk[chunk.length - 1] as ScoredMember, score, member)) lo = mid + 1
-      else hi = mid
-    }
-    return lo
+    return firstNotBelow(this.chunks.length, (c) => before(lastOf(this.chunks[c] as ScoredMember[]), score, member))
   }
 
   /** First chunk whose last entry's score is > max; chunks.length when none is. */
   private chunkAbove(max: number): number {
-    let lo = 0
-    let hi = this.chunks.length
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1
-      const chunk = this.chunks[mid] as ScoredMember[]
-      if ((chunk[chunk.length - 1] as ScoredMember).score <= max) lo = mid + 1
-      else hi = mid
-    }
-    return lo
+    return firstNotBelow(this.chunks.length, (c) => lastOf(this.chunks[c] as ScoredMember[]).score <= max)
   }
 
   private removeEntry(member: string, score: number): void {
