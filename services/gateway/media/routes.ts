@@ -1,3 +1,4 @@
+import { once } from 'node:events'
 import { createReadStream, createWriteStream } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -99,9 +100,13 @@ async function* formParts(request: FastifyRequest, maxBytes: number): AsyncGener
  * server's disk, whose errors carry a syscall and stay server errors).
  */
 async function saveFilePart(file: Readable & { truncated?: boolean }, tmp: string, maxBytes: number): Promise<number> {
+  const out = createWriteStream(tmp)
   try {
-    await pipeline(file, createWriteStream(tmp))
+    await pipeline(file, out)
   } catch (err) {
+    // pipeline rejects at the part's error while the file may still be opening: it is created after
+    // the caller's cleanup removed nothing, and stays (seen once in CI). Wait until it is closed.
+    if (!out.closed) await once(out, 'close').catch(() => undefined)
     if (typeof (err as NodeJS.ErrnoException).syscall === 'string') throw err
     // Past the size limit first, then cut short: the size is what the client must change.
     throw file.truncated === true ? tooLarge(maxBytes) : formError(err, maxBytes)
