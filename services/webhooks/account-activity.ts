@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { Store } from '../common/store/types'
 import { withLock } from './app-lock'
-import type { NewDelivery } from './intake'
-import type { UsageGate } from './usage-gate'
+import type { NewDelivery } from './delivery/intake'
+import type { UsageGate } from './delivery/usage-gate'
 import { WebhookKeys } from './keys'
-import { type ActivityEventMessage, eventTime } from './messages'
+import { type ActivityEventMessage, eventTime } from './delivery/messages'
 import type { Webhook, WebhookRegistry } from './registry'
 
 /**
@@ -84,7 +84,7 @@ export class AccountActivity {
   constructor(
     private readonly store: Store,
     private readonly registry: WebhookRegistry,
-    /** The usage gate in front of the delivery engine (usage-gate.ts): counted, or held over a cap. */
+    /** The usage gate in front of the delivery engine (delivery/usage-gate.ts): counted, or held over a cap. */
     private readonly intake: Pick<UsageGate, 'take'>,
     private readonly limitPerApp: number,
     private readonly log: Logger

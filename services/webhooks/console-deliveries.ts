@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { sendHtml } from '../common/console/views'
 import { Problems } from '../common/errors'
-import { recordEventType } from './attempt-log'
+import { recordEventType } from './delivery'
 import { appParams, consoleApp, consoleWebhook, type ConsoleDeps, withMessage } from './console-access'
 import { DELIVERY_STATUSES, type DeliveryRecord, type DeliveryStatus } from './delivery-log'
 import { defaultUserAgent } from './http-client'

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { sendHtml } from '../common/console/views'
 import { Problems } from '../common/errors'
-import type { TailEntry } from './attempt-log'
+import type { TailEntry } from './delivery'
 import { appParams, consoleApp, type ConsoleDeps } from './console-access'
 
 /**

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { AuthKeys, type App } from '../common/auth/records'
 import { consoleGuard } from '../common/console/session'
 import { sendHtml } from '../common/console/views'
-import { recordEventType } from './attempt-log'
+import { recordEventType } from './delivery'
 import type { ConsoleDeps } from './console-access'
 
 /**

@@ -1,6 +1,6 @@
 import type { ServiceContext } from '../common/context'
 import { AccountActivity } from './account-activity'
-import { AttemptLog } from './attempt-log'
+import { AttemptLog } from './delivery'
 import { CrcChecker } from './crc'
 import { CrcHistory } from './crc-history'
 import { DeliveryEngine } from './delivery'
@@ -10,7 +10,7 @@ import { createMetrics, type WebhookMetrics } from './metrics'
 import { WebhookRegistry } from './registry'
 import { ReplayRunner } from './replay'
 import type { UrlPolicy } from './url-safety'
-import { UsageGate } from './usage-gate'
+import { UsageGate } from './delivery'
 import { usageMeter } from '../common/usage'
 
 /**
@@ -30,7 +30,7 @@ export interface WebhooksCore {
   engine: DeliveryEngine
   accountActivity: AccountActivity
   replay: ReplayRunner
-  /** Usage caps in front of the engine: counted, or held over a cap (usage-gate.ts). */
+  /** Usage caps in front of the engine: counted, or held over a cap (delivery/usage-gate.ts). */
   usage: UsageGate
   close(): Promise<void>
 }

@@ -16,13 +16,20 @@ import { sha256Hex } from '../common/auth/records'
  *   webhooks:crc-history:{id}       zset of CRC checks (JSON) by time: the console's CRC history
  *   webhooks:subs:{webhook_id}      set of user ids subscribed (Account Activity)
  *   webhooks:user:{user_id}         set of webhook ids the user is subscribed to (event routing)
- *   webhooks:delivery:{delivery_id} DeliveryRecord (JSON, kept WEBHOOK_LOG_RETENTION)
+ *   webhooks:delivery:{tag}:{delivery_id} DeliveryRecord (JSON, kept WEBHOOK_LOG_RETENTION)
  *   webhooks:log:{webhook_id}       zset delivery id -> event time (ms): the delivery log
- *   webhooks:attempts:{delivery_id} zset of the delivery's attempts (JSON) by number (console)
+ *   webhooks:attempts:{tag}:{delivery_id} zset of the delivery's attempts (JSON) by number (console)
  *   webhooks:tail:{app_id}          zset of the app's recent attempts (JSON) by time: the live tail
  *   webhooks:stats:{app_id}:{minute}:{field} counter per minute: n, ok, b{i} latency buckets (charts)
- *   webhooks:retries                zset "{webhook_id}:{delivery_id}" -> due time (ms)
- *   webhooks:claim:{delivery_id}    the process attempting the delivery right now
+ *   webhooks:retries:{tag}          zset "{webhook_id}:{delivery_id}" -> due time (ms): one shard of
+ *                                   the retry schedule (delivery/schedule.ts owns these keys)
+ *   webhooks:claim:{tag}:{delivery_id} the process attempting the delivery right now
+ *
+ * {tag} is a Redis Cluster hash tag: one of DELIVERY_TAGS, picked by the
+ * delivery id, so everything one delivery writes (record, attempts, claim,
+ * schedule entry) lands in one hash slot and is written atomically there,
+ * while a webhook's deliveries spread over every master
+ * (docs/operations.md "Redis Cluster").
  *   webhooks:replay-lock:{id}       job id of the webhook's running replay (one at a time)
  *   webhooks:replay-job:{job_id}    ReplayJob (JSON)
  *   webhooks:replay-jobs            set of running job ids
@@ -39,25 +46,34 @@ export const WebhookKeys = {
   crcHistory: (id: string) => `webhooks:crc-history:${id}`,
   subscribers: (webhookId: string) => `webhooks:subs:${webhookId}`,
   userWebhooks: (userId: string) => `webhooks:user:${userId}`,
-  delivery: (deliveryId: string) => `webhooks:delivery:${deliveryId}`,
+  delivery: (deliveryId: string) => `webhooks:delivery:{${deliveryTag(deliveryId)}}:${deliveryId}`,
   log: (webhookId: string) => `webhooks:log:${webhookId}`,
-  attempts: (deliveryId: string) => `webhooks:attempts:${deliveryId}`,
+  attempts: (deliveryId: string) => `webhooks:attempts:{${deliveryTag(deliveryId)}}:${deliveryId}`,
   tail: (appId: string) => `webhooks:tail:${appId}`,
   stats: (appId: string, minute: number, field: string) => `webhooks:stats:${appId}:${minute}:${field}`,
-  retries: () => 'webhooks:retries',
-  claim: (deliveryId: string) => `webhooks:claim:${deliveryId}`,
+  claim: (deliveryId: string) => `webhooks:claim:{${deliveryTag(deliveryId)}}:${deliveryId}`,
   replayLock: (webhookId: string) => `webhooks:replay-lock:${webhookId}`,
   replayJob: (jobId: string) => `webhooks:replay-job:${jobId}`,
   replayJobs: () => 'webhooks:replay-jobs'
 }
 
-/** Member of the retry zset: the webhook id travels with the delivery id so the scheduler needs no lookup. */
-export function retryMember(webhookId: string, deliveryId: string): string {
-  return `${webhookId}:${deliveryId}`
-}
+/**
+ * The delivery path's hash tags: twelve, each chosen so its hash slot sits in
+ * the middle of its twelfth of the 16,384 slots. A cluster whose masters own
+ * equal ranges (as `redis-cli --cluster create` makes them) then holds the
+ * same number of tags on each master for 1, 2, 3, 4, 6 or 12 masters.
+ * Fixed, not a setting: a delivery's keys are named by its tag, so changing
+ * the set would orphan the records and schedule entries already stored.
+ * test/webhooks/schedule.test.ts checks the slots.
+ */
+export const DELIVERY_TAGS = ['d04o', 'd1av', 'd2oq', 'd32p', 'd4xg', 'd516', 'd6ap', 'd7nc', 'd85', 'd9ew', 'da5m', 'dbey'] as const
 
-export function parseRetryMember(member: string): { webhookId: string; deliveryId: string } | undefined {
-  const i = member.indexOf(':')
-  if (i <= 0) return undefined
-  return { webhookId: member.slice(0, i), deliveryId: member.slice(i + 1) }
+/** The tag of a delivery's keys: FNV-1a of its id over the twelve tags. */
+export function deliveryTag(deliveryId: string): string {
+  let h = 0x811c9dc5
+  for (let i = 0; i < deliveryId.length; i++) {
+    h ^= deliveryId.charCodeAt(i)
+    h = Math.imul(h, 0x01000193)
+  }
+  return DELIVERY_TAGS[(h >>> 0) % DELIVERY_TAGS.length] as string
 }

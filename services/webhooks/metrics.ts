@@ -1,6 +1,6 @@
+import { scheduleSize } from './delivery/schedule'
 import client from 'prom-client'
 import type { Store } from '../common/store/types'
-import { WebhookKeys } from './keys'
 
 /**
  * What an operator watches: deliveries by outcome, the retry queue, delivery
@@ -19,7 +19,7 @@ export type DeliveryOutcome =
   | 'dropped' // an unusable message, or a delivery naming another app's webhook
   | 'replayed' // a replay job re-delivered it
   | 'replay_failed'
-  | 'usage_held' // over its app's (or the project's) usage cap: held until there is room (usage-gate.ts)
+  | 'usage_held' // over its app's (or the project's) usage cap: held until there is room (delivery/usage-gate.ts)
   | 'usage_released' // a held delivery went through once there was room
 
 export interface WebhookMetrics {
@@ -53,7 +53,7 @@ export function createMetrics(registry: client.Registry, store: Store): WebhookM
     help: 'Deliveries waiting for an attempt (scheduled retries and leased in-flight attempts)',
     registers: [registry],
     async collect() {
-      this.set(await store.zcard(WebhookKeys.retries()))
+      this.set(await scheduleSize(store))
     }
   })
   return { deliveries, latency, crc }

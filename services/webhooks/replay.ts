@@ -162,11 +162,11 @@ export class ReplayRunner {
   private async redeliver(record: DeliveryRecord): Promise<'delivered' | 'failed' | 'stop'> {
     const target = await this.target(record.webhook_id)
     if (!target) return 'stop'
-    const out = await this.deps.engine.post(target.webhook, target.app, record.body)
+    const out = await this.deps.engine.runner.post(target.webhook, target.app, record.body)
     const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
     this.deps.metrics.deliveries.inc({ outcome: ok ? 'replayed' : 'replay_failed' })
     if (out.kind === 'response' && out.status === 410) {
-      await this.deps.engine.disableGone(record.webhook_id, 'a replayed event')
+      await this.deps.engine.runner.disableGone(record.webhook_id, 'a replayed event')
       return 'stop'
     }
     return ok ? 'delivered' : 'failed'
@@ -200,8 +200,8 @@ export class ReplayRunner {
           job_id: job.job_id
         }
       }
-      const out = await this.deps.engine.post(target.webhook, target.app, JSON.stringify(status))
-      if (out.kind === 'response' && out.status === 410) await this.deps.engine.disableGone(job.webhook_id, 'a replay job status')
+      const out = await this.deps.engine.runner.post(target.webhook, target.app, JSON.stringify(status))
+      if (out.kind === 'response' && out.status === 410) await this.deps.engine.runner.disableGone(job.webhook_id, 'a replay job status')
       else if (out.kind === 'error' || out.status >= 300) this.deps.logger.warn({ job_id: job.job_id, webhook_id: job.webhook_id }, 'the webhook did not accept the replay job status')
     } else {
       this.deps.logger.info({ job_id: job.job_id, webhook_id: job.webhook_id }, 'replay job status not sent: the webhook is invalid, disabled or deleted')

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { AttemptLog } from '../../services/webhooks/attempt-log'
+import { AttemptLog } from '../../services/webhooks/delivery/attempt-log'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { startTestRuntime } from '../helper'

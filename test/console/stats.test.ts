@@ -1,6 +1,6 @@
 import t from 'tap'
 import { MemoryStore } from '../../services/common/store/memory'
-import { AttemptLog, type StatsPoint } from '../../services/webhooks/attempt-log'
+import { AttemptLog, type StatsPoint } from '../../services/webhooks/delivery/attempt-log'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import type { HttpOutcome } from '../../services/webhooks/http-client'
 

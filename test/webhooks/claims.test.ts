@@ -1,15 +1,16 @@
+import { dueAt, scheduledAt } from '../../services/webhooks/delivery/schedule'
 import t from 'tap'
 import type { StoreOp } from '../../services/common/store/types'
-import { claimDue } from '../../services/webhooks/claims'
+import { claimDue } from '../../services/webhooks/delivery/claims'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
-import { retryMember, WebhookKeys } from '../../services/webhooks/keys'
+import { WebhookKeys } from '../../services/webhooks/keys'
 import { WebhookRegistry } from '../../services/webhooks/registry'
 import { createIdentity } from '../helper'
 import { redisStore, startRedis } from '../support/infra'
 import { callsSince, commandCalls, redisWrites } from '../activity/store-rounds'
 
 /**
- * A scheduler pass claims its due deliveries together (services/webhooks/claims.ts):
+ * A scheduler pass claims its due deliveries together (services/webhooks/delivery/claims.ts):
  * on Redis, whatever the pass's size, the claims go in one pipeline, the
  * records, webhook and app in one (the app in a second), and the leases and
  * releases in one script call. Each claim still holds across processes: a
@@ -52,7 +53,7 @@ t.test('a pass of 60 due deliveries: four socket writes (claims, reads, app, lea
     const fields: Partial<DeliveryRecord> = d === finished ? { status: 'delivered' } : d === rescheduled ? { next_attempt_at: later } : {}
     ops.push(
       { op: 'set', key: WebhookKeys.delivery(d), value: JSON.stringify(record(d, webhookId, id.app.id, fields)) },
-      { op: 'zadd', key: WebhookKeys.retries(), score: Date.now() - 10, member: retryMember(webhookId, d) }
+      dueAt({ webhookId, deliveryId: d }, Date.now() - 10)
     )
   }
   ops.push({ op: 'set', key: WebhookKeys.claim(takenElsewhere), value: 'another-process', ttlMs: LEASE_MS })
@@ -78,7 +79,7 @@ t.test('a pass of 60 due deliveries: four socket writes (claims, reads, app, lea
   t.ok((calls.get('evalsha') ?? 0) + (calls.get('eval') ?? 0) === 1, 'leases and releases in one script call')
 
   // What the schedule and the claims look like afterwards.
-  const score = async (d: string): Promise<number | undefined> => store.zscore(WebhookKeys.retries(), retryMember(webhookId, d))
+  const score = async (d: string): Promise<number | undefined> => scheduledAt(store, { webhookId, deliveryId: d })
   t.ok(((await score(ids[10] as string)) ?? 0) >= startedAt + LEASE_MS, 'a held delivery is leased: its entry a lease ahead')
   t.equal(await store.get(WebhookKeys.claim(ids[10] as string)), 'this-process', 'and claimed by this process')
   t.equal(await score(finished), undefined, "the finished one's entry is gone")

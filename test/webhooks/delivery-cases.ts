@@ -1,6 +1,7 @@
+import { allScheduled, scheduleSize } from '../../services/webhooks/delivery/schedule'
 import type { Test } from 'tap'
 import type { Runtime } from '../../services/common/runtime'
-import { eventTypeOf } from '../../services/webhooks/attempt-log'
+import { eventTypeOf } from '../../services/webhooks/delivery/attempt-log'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { bearerRequest, plainRequest } from '../helper'
@@ -319,7 +320,7 @@ export const deliveryCases: Record<string, Case> = {
     t.teardown(() => held.open())
     await publishDeliveries(rt, Array.from({ length: 1200 }, (_, i) => deliveryMessage({ appId: id.app.id, webhookId: slow, text: `slow ${i}` })))
     await eventually(() => receiver.inFlightAt('/slow') === 1, 10_000)
-    const due = async (): Promise<number> => (await rt.ctx.store.zrangeByScore(WebhookKeys.retries(), 0, Date.now(), { limit: 5000 })).length
+    const due = async (): Promise<number> => (await allScheduled(rt.ctx.store)).filter((e) => e.dueAt <= Date.now()).length
     await eventually(async () => (await due()) >= 1100, 20_000)
     await publishDeliveries(rt, [deliveryMessage({ appId: id.app.id, webhookId: other, text: 'other' })])
     const retried = await eventually(() => receiver.accepted.some((p) => p.path === '/other'), 10_000).then(
@@ -364,7 +365,7 @@ export const deliveryCases: Record<string, Case> = {
     t.equal(receiver.posts.length, 1, 'nothing was sent after the delete')
     t.equal(await rt.ctx.store.get(WebhookKeys.delivery(String(late.delivery_id))), undefined, 'the late delivery left no record')
     t.match(await rt.ctx.store.getJson(WebhookKeys.delivery(String(pending.delivery_id))), { status: 'cancelled', last_error: 'the webhook was deleted' })
-    t.equal(await rt.ctx.store.zcard(WebhookKeys.retries()), 0, 'no retry is left')
+    t.equal(await scheduleSize(rt.ctx.store), 0, 'no retry is left')
     t.equal(await outcomeCount(rt, 'dead_lettered'), 0, 'nothing went to the dead letter topic')
   }
 }

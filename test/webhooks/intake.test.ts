@@ -1,3 +1,4 @@
+import { isScheduleKey } from '../../services/webhooks/delivery/schedule'
 import t, { type Test } from 'tap'
 import type { Runtime } from '../../services/common/runtime'
 import { MemoryStore } from '../../services/common/store/memory'
@@ -73,7 +74,7 @@ t.test('a batch of deliveries costs one pipelined read and one store batch (memo
   const ops = writes[0]?.ops ?? []
   t.equal(ops.filter((o) => o.op === 'set' && deliveryKeys.has(o.key)).length, f.messages.length, 'every record')
   t.equal(ops.filter((o) => o.op === 'zadd' && o.key.startsWith('webhooks:log:')).length, f.messages.length, 'every delivery-log entry')
-  t.equal(ops.filter((o) => o.op === 'zadd' && o.key === WebhookKeys.retries()).length, f.messages.length, 'every schedule entry')
+  t.equal(ops.filter((o) => o.op === 'zadd' && isScheduleKey(o.key)).length, f.messages.length, 'every schedule entry')
   f.release()
   await eventually(() => f.receiver.inFlight === 0, 10_000)
 })

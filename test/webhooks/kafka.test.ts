@@ -1,7 +1,7 @@
+import { scheduleSize } from '../../services/webhooks/delivery/schedule'
 import t from 'tap'
 import { RedisStore } from '../../services/common/store/redis'
 import { createLogger } from '../../services/common/logger'
-import { WebhookKeys } from '../../services/webhooks/keys'
 import { kafkaBus, startKafka, startRedis } from '../support/infra'
 import { runDeliveryCases } from './delivery-cases'
 import { collectDeadLetters, deliveryMessage, eventually, metricsText, metricValue, publishDeliveries, registerWebhook, startWebhooks } from './support'
@@ -55,7 +55,7 @@ t.test('deliveries, retries, dead letters and a restart with the bus on Kafka an
     throw new Error(`${err.message}; accepted ${receiver.accepted.filter((p) => p.body.includes('pending')).length} of 3, dead-lettered ${JSON.stringify(dead)}`)
   })
   t.pass('every pending retry happened after the restart')
-  await eventually(async () => (await rt2.ctx.store.zcard(WebhookKeys.retries())) === 0, 10_000)
+  await eventually(async () => (await scheduleSize(rt2.ctx.store)) === 0, 10_000)
   t.equal(receiver.accepted.filter((p) => p.body.includes('pending')).length, 3, 'each delivered once')
 
   // Scale-out: a second process joins the webhooks-delivery group; the two split its partitions.

@@ -1,11 +1,12 @@
+import { dueAt } from '../../services/webhooks/delivery/schedule'
 import t from 'tap'
 import type { App } from '../../services/common/auth/records'
 import { AuthKeys } from '../../services/common/auth/records'
 import { coreFor } from '../../services/webhooks/core'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
-import type { Prepared } from '../../services/webhooks/delivery'
-import { retryMember, WebhookKeys } from '../../services/webhooks/keys'
-import { saveOp } from '../../services/webhooks/rescheduling'
+import type { Prepared } from '../../services/webhooks/delivery/engine'
+import { WebhookKeys } from '../../services/webhooks/keys'
+import { saveOp } from '../../services/webhooks/delivery/rescheduling'
 import type { StoreOp } from '../../services/common/store/types'
 import { eventually, registerWebhook, startWebhooks } from './support'
 
@@ -31,7 +32,7 @@ t.test('a claimed attempt queued past its lease goes back on the schedule at onc
     const now = Date.now()
     const record: DeliveryRecord = { delivery_id: deliveryId, webhook_id: webhookId, app_id: id.app.id, source: 'activity', body: JSON.stringify({ data: { event_type: 'post.create', id: deliveryId } }), event_time: now, created_at: new Date(now).toISOString(), status: 'pending', attempts: 1, next_attempt_at: now - 10 }
     // As a scheduler pass leaves it: due (the record's time), claimed by this process, its entry leased.
-    await rt.ctx.store.batch([saveOp(record, 3_600_000), { op: 'zadd', key: WebhookKeys.retries(), score: leaseUntil, member: retryMember(webhookId, deliveryId) }])
+    await rt.ctx.store.batch([saveOp(record, 3_600_000), dueAt({ webhookId, deliveryId }, leaseUntil)])
     t.ok(await rt.ctx.store.setIfAbsent(WebhookKeys.claim(deliveryId), engine.nodeId, engine.leaseMs), `${deliveryId} claimed`)
     return { record, leaseUntil, webhook, app, claimed: true }
   }

@@ -1,10 +1,11 @@
+import { scheduledAt } from '../../services/webhooks/delivery/schedule'
 import t from 'tap'
 import { MemoryStore } from '../../services/common/store/memory'
-import { AttemptLog } from '../../services/webhooks/attempt-log'
+import { AttemptLog } from '../../services/webhooks/delivery/attempt-log'
 import { DeliveryLog, type DeliveryRecord } from '../../services/webhooks/delivery-log'
 import type { HttpOutcome } from '../../services/webhooks/http-client'
-import { retryMember, WebhookKeys } from '../../services/webhooks/keys'
-import { resend, saveOp } from '../../services/webhooks/rescheduling'
+import { WebhookKeys } from '../../services/webhooks/keys'
+import { resend, saveOp } from '../../services/webhooks/delivery/rescheduling'
 import { tempDir } from '../helper'
 
 /**
@@ -45,7 +46,7 @@ t.test('attempts are numbered across re-sends', async (t) => {
   await resendAll()
   t.equal(record.attempts, 0, 'a re-send starts the retry schedule over')
   t.equal(record.attempts_before_resend, 3, 'and keeps the count of the attempts before it')
-  t.not(await store.zscore(WebhookKeys.retries(), retryMember('w1', 'd1')), undefined, 'the delivery is on the schedule again')
+  t.not(await scheduledAt(store, { webhookId: 'w1', deliveryId: 'd1' }), undefined, 'the delivery is on the schedule again')
   await attempt(failed, 'pending')
   await attempt(failed, 'failed')
   await resendAll()

@@ -1,10 +1,10 @@
+import { scheduleSize } from '../../services/webhooks/delivery/schedule'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import type { Runtime } from '../../services/common/runtime'
 import { MemoryStore } from '../../services/common/store/memory'
 import { RedisStore } from '../../services/common/store/redis'
 import type { Store } from '../../services/common/store/types'
-import { WebhookKeys } from '../../services/webhooks/keys'
 import { createLogger } from '../../services/common/logger'
 import { tempDir } from '../helper'
 import { startRedis } from '../support/infra'
@@ -26,7 +26,7 @@ async function restartWithPendingRetries(t: Test, openStore: () => Promise<Store
   const messages = Array.from({ length: 4 }, () => deliveryMessage({ appId: id.app.id, webhookId }))
   await publishDeliveries(rt1, messages)
   await eventually(() => receiver.posts.length === 4, 10_000)
-  await eventually(async () => (await rt1.ctx.store.zcard(WebhookKeys.retries())) === 4 && receiver.inFlight === 0, 5000)
+  await eventually(async () => (await scheduleSize(rt1.ctx.store)) === 4 && receiver.inFlight === 0, 5000)
   await rt1.close()
   t.equal(receiver.accepted.length, 0, 'nothing was delivered before the restart')
 
@@ -35,7 +35,7 @@ async function restartWithPendingRetries(t: Test, openStore: () => Promise<Store
   await eventually(() => receiver.accepted.length === 4, 10_000)
   t.same(receiver.accepted.map((p) => p.body).sort(), messages.map((m) => JSON.stringify(m.envelope)).sort(), 'every pending retry was made after the restart')
   t.ok(receiver.posts.every((p) => p.signatureValid))
-  await eventually(async () => (await rt2.ctx.store.zcard(WebhookKeys.retries())) === 0, 5000)
+  await eventually(async () => (await scheduleSize(rt2.ctx.store)) === 0, 5000)
   t.equal(receiver.posts.length, 8, 'one failed attempt and one retry each: nothing twice')
 }
 

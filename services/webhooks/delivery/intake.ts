@@ -1,8 +1,8 @@
-import { AuthKeys, type App } from '../common/auth/records'
-import type { Store } from '../common/store/types'
-import type { DeliveryRecord, DeliverySource } from './delivery-log'
-import { WebhookKeys } from './keys'
-import type { Webhook, WebhookRegistry } from './registry'
+import { AuthKeys, type App } from '../../common/auth/records'
+import type { Store } from '../../common/store/types'
+import type { DeliveryRecord, DeliverySource } from '../delivery-log'
+import { WebhookKeys } from '../keys'
+import type { Webhook, WebhookRegistry } from '../registry'
 
 /**
  * Intake of deliveries (DeliveryEngine.acceptMany): what a batch needs to

@@ -1,10 +1,10 @@
 import type { Logger } from 'pino'
-import type { Worker } from '../common/service'
-import type { Store, StoreOp } from '../common/store/types'
-import { USAGE_KEEP_MS, type UsageMeter } from '../common/usage'
-import type { AcceptResult, DeliveryEngine, NewDelivery } from './delivery'
-import type { WebhookMetrics } from './metrics'
-import { PollingWorker } from './polling'
+import type { Worker } from '../../common/service'
+import type { Store, StoreOp } from '../../common/store/types'
+import { USAGE_KEEP_MS, type UsageMeter } from '../../common/usage'
+import type { AcceptResult, DeliveryEngine, NewDelivery } from './engine'
+import type { WebhookMetrics } from '../metrics'
+import { PollingWorker } from '../polling'
 
 /**
  * Usage caps on webhook deliveries (docs/webhooks.md "Usage caps").

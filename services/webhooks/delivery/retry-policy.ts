@@ -1,4 +1,4 @@
-import type { DeliveryRecord } from './delivery-log'
+import type { DeliveryRecord } from '../delivery-log'
 
 /**
  * When a failed delivery is tried again, and what a dead one looks like on

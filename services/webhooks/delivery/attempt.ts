@@ -1,17 +1,17 @@
 import type { Logger } from 'pino'
-import type { App } from '../common/auth/records'
-import { TOPICS, type Bus } from '../common/bus/types'
-import { WriteCoalescer } from '../common/store/coalescer'
-import type { Store, StoreOp } from '../common/store/types'
+import type { App } from '../../common/auth/records'
+import { TOPICS, type Bus } from '../../common/bus/types'
+import { WriteCoalescer } from '../../common/store/coalescer'
+import type { Store, StoreOp } from '../../common/store/types'
 import { type AttemptLog, RESPONSE_BODY_KEEP } from './attempt-log'
-import type { DeliveryRecord, DeliveryStatus } from './delivery-log'
-import type { HttpOutcome, WebhookClient } from './http-client'
-import { retryMember, WebhookKeys } from './keys'
-import type { DeliveryOutcome, WebhookMetrics } from './metrics'
-import type { Webhook, WebhookRegistry } from './registry'
+import type { DeliveryRecord, DeliveryStatus } from '../delivery-log'
+import type { HttpOutcome, WebhookClient } from '../http-client'
+import type { DeliveryOutcome, WebhookMetrics } from '../metrics'
+import type { Webhook, WebhookRegistry } from '../registry'
 import { saveOp } from './rescheduling'
+import { dueAt, unscheduled } from './schedule'
 import { deadLetterEvent, type Failure, parseRetryAfter, withJitter } from './retry-policy'
-import { SIGNATURE_HEADER, webhookSignature } from './signature'
+import { SIGNATURE_HEADER, webhookSignature } from '../signature'
 
 /**
  * One attempt of a delivery and what its outcome does to the record
@@ -164,7 +164,7 @@ export class AttemptRunner {
     await this.writer.write([
       ...logged,
       saveOp(record, this.options.retentionMs),
-      { op: 'zadd', key: WebhookKeys.retries(), score: record.next_attempt_at, member: retryMember(record.webhook_id, record.delivery_id) }
+      dueAt({ webhookId: record.webhook_id, deliveryId: record.delivery_id }, record.next_attempt_at)
     ])
     this.count(outcome)
   }
@@ -182,6 +182,6 @@ export class AttemptRunner {
   private async finish(record: DeliveryRecord, status: DeliveryStatus, fields: Partial<DeliveryRecord>, logged: StoreOp[] = []): Promise<void> {
     Object.assign(record, fields, { status })
     for (const k of Object.keys(fields) as Array<keyof DeliveryRecord>) if (record[k] === undefined) delete record[k]
-    await this.writer.write([...logged, saveOp(record, this.options.retentionMs), { op: 'zrem', key: WebhookKeys.retries(), members: [retryMember(record.webhook_id, record.delivery_id)] }])
+    await this.writer.write([...logged, saveOp(record, this.options.retentionMs), unscheduled({ webhookId: record.webhook_id, deliveryId: record.delivery_id })])
   }
 }

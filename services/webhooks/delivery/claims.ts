@@ -1,8 +1,9 @@
-import { AuthKeys, type App } from '../common/auth/records'
-import type { Store, StoreOp } from '../common/store/types'
-import type { DeliveryRecord } from './delivery-log'
-import { retryMember, WebhookKeys } from './keys'
-import type { Webhook, WebhookRegistry } from './registry'
+import { AuthKeys, type App } from '../../common/auth/records'
+import type { Store, StoreOp } from '../../common/store/types'
+import type { DeliveryRecord } from '../delivery-log'
+import { WebhookKeys } from '../keys'
+import type { Webhook, WebhookRegistry } from '../registry'
+import { dueAt, unscheduled } from './schedule'
 
 /**
  * The scheduler's claims, a batch at a time. A due delivery may be attempted
@@ -41,9 +42,9 @@ export interface ClaimedDelivery extends DueDelivery {
 }
 
 /** What a claim left the schedule as it found it: its entry stays, its claim goes. */
-export function releaseOps(d: DueDelivery, dueAt: number): StoreOp[] {
+export function releaseOps(d: DueDelivery, at: number): StoreOp[] {
   return [
-    { op: 'zadd', key: WebhookKeys.retries(), score: dueAt, member: retryMember(d.webhookId, d.deliveryId) },
+    dueAt(d, at),
     { op: 'del', key: WebhookKeys.claim(d.deliveryId) }
   ]
 }
@@ -71,15 +72,14 @@ export async function claimDue(deps: ClaimDeps, due: DueDelivery[], now = Date.n
   const held: ClaimedDelivery[] = []
   mine.forEach((d, i) => {
     const record = records[i]
-    const member = retryMember(d.webhookId, d.deliveryId)
     if (!record || record.status !== 'pending') {
       // Finished (or expired) since it was scheduled: its entry goes.
-      ops.push({ op: 'zrem', key: WebhookKeys.retries(), members: [member] }, { op: 'del', key: WebhookKeys.claim(d.deliveryId) })
+      ops.push(unscheduled(d), { op: 'del', key: WebhookKeys.claim(d.deliveryId) })
     } else if (record.next_attempt_at > now + 1000) {
       // Rescheduled by another process since this pass read the schedule: keep its entry at the new due time.
       ops.push(...releaseOps(d, record.next_attempt_at))
     } else {
-      ops.push({ op: 'zadd', key: WebhookKeys.retries(), score: leaseUntil, member })
+      ops.push(dueAt(d, leaseUntil))
       const webhook = webhookOf.get(d.webhookId)
       held.push({ ...d, record, leaseUntil, webhook, app: webhook ? appOf.get(webhook.app_id) : undefined })
     }

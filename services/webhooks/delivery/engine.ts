@@ -1,21 +1,22 @@
 import type { Logger } from 'pino'
-import type { App } from '../common/auth/records'
-import type { Bus } from '../common/bus/types'
-import { newUuid } from '../common/ids'
-import type { Worker } from '../common/service'
-import { WriteCoalescer } from '../common/store/coalescer'
-import type { Store, StoreOp } from '../common/store/types'
+import type { App } from '../../common/auth/records'
+import type { Bus } from '../../common/bus/types'
+import { newUuid } from '../../common/ids'
+import type { Worker } from '../../common/service'
+import { WriteCoalescer } from '../../common/store/coalescer'
+import type { Store, StoreOp } from '../../common/store/types'
 import type { AttemptLog } from './attempt-log'
-import { AttemptRunner } from './attempt-runner'
+import { AttemptRunner } from './attempt'
 import { claimDue, releaseOps, type ClaimDeps, type DueDelivery } from './claims'
-import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from './delivery-log'
-import type { HttpOutcome, WebhookClient } from './http-client'
-import { parseRetryMember, retryMember, WebhookKeys } from './keys'
+import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from '../delivery-log'
+import type { WebhookClient } from '../http-client'
+import { WebhookKeys } from '../keys'
+import { dueAt, readDue, scheduledAt, type Scheduled } from './schedule'
 import { newRecord, readIntake, type NewDelivery } from './intake'
 import { Lanes } from './lanes'
-import type { DeliveryOutcome, WebhookMetrics } from './metrics'
-import { PollingWorker } from './polling'
-import type { Webhook, WebhookRegistry } from './registry'
+import type { WebhookMetrics } from '../metrics'
+import { PollingWorker } from '../polling'
+import type { Webhook, WebhookRegistry } from '../registry'
 import { pullForward, resend, type ReschedulingDeps } from './rescheduling'
 
 export { parseRetryAfter, withJitter } from './retry-policy'
@@ -41,7 +42,7 @@ export type { NewDelivery } from './intake'
  * re-read after claiming, so a delivery that another process finished or
  * rescheduled is left alone.
  *
- * The attempt itself and what its outcome does (attempt-runner.ts): after a
+ * The attempt itself and what its outcome does (attempt.ts): after a
  * failure the next attempt is due after the next step of
  * WEBHOOK_RETRY_SCHEDULE (with jitter), or after Retry-After on 429/503.
  * 410 Gone disables the webhook. When the schedule is exhausted the delivery
@@ -93,7 +94,8 @@ export interface Prepared {
   claimed?: boolean
 }
 
-const SCHEDULER_BATCH = 1000
+/** Entries a pass reads from each shard of the schedule (twelve shards: about a thousand a pass). */
+const SCHEDULER_PAGE_PER_SHARD = 84
 /**
  * A pass whose first page is all held back by full lanes (a slow webhook's backlog, due before
  * anything else) reads on, up to this many pages, for due entries of webhooks with room: at most
@@ -110,7 +112,8 @@ const MAX_WRITING = 1024
 export class DeliveryEngine {
   private readonly nodeId = newUuid()
   private readonly lanes: Lanes<Prepared>
-  private readonly runner: AttemptRunner
+  /** Runs one attempt and settles its outcome; replays POST through it too. */
+  readonly runner: AttemptRunner
   private scheduler: PollingWorker | undefined
   /** Outcomes of answered attempts being stored (their lane slots already free). */
   private readonly writing = new Set<Promise<void>>()
@@ -137,20 +140,7 @@ export class DeliveryEngine {
     })
   }
 
-  get attemptsAllowed(): number {
-    return this.options.schedule.length
-  }
-
-  private count(outcome: DeliveryOutcome): void {
-    this.runner.count(outcome)
-  }
-
   // ------------------------------------------------------------ intake
-
-  /** Makes a delivery durable (record, log, schedule) and starts it when its lane has room. */
-  async accept(d: NewDelivery): Promise<AcceptResult> {
-    return (await this.acceptMany([d]))[0] as AcceptResult
-  }
 
   /**
    * Makes a batch of deliveries durable: their webhooks, apps and existing
@@ -170,22 +160,22 @@ export class DeliveryEngine {
     list.forEach((d, i) => {
       const webhook = webhookOf.get(d.webhook_id)
       if (!webhook) {
-        this.count('webhook_deleted')
+        this.runner.count('webhook_deleted')
         this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, 'delivery for a deleted (or unknown) webhook dropped')
         results.push('dropped')
         return
       }
       if (webhook.app_id !== d.app_id) {
-        this.count('dropped')
+        this.runner.count('dropped')
         this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, "delivery naming another app's webhook dropped")
         results.push('dropped')
         return
       }
-      const member = retryMember(d.webhook_id, d.delivery_id)
+      const entry: Scheduled = { webhookId: d.webhook_id, deliveryId: d.delivery_id }
       const prior = existing[i]
       if (prior || seen.has(d.delivery_id)) {
         // A redelivered message: the first copy's record stands. Repair a missing schedule entry.
-        if (prior?.status === 'pending') repairs.push(this.repairSchedule(member))
+        if (prior?.status === 'pending') repairs.push(this.repairSchedule(entry))
         results.push('duplicate')
         return
       }
@@ -195,7 +185,7 @@ export class DeliveryEngine {
       ops.push(
         { op: 'set', key: WebhookKeys.delivery(d.delivery_id), value: JSON.stringify(record), ttlMs: this.options.retentionMs },
         { op: 'zadd', key: WebhookKeys.log(d.webhook_id), score: record.event_time, member: d.delivery_id },
-        { op: 'zadd', key: WebhookKeys.retries(), score: startHere ? now + this.leaseMs : now, member }
+        dueAt(entry, startHere ? now + this.leaseMs : now)
       )
       if (startHere) starts.push({ d, fresh: { record, leaseUntil: now + this.leaseMs, webhook, app: appOf.get(d.app_id) } })
       results.push('accepted')
@@ -204,13 +194,13 @@ export class DeliveryEngine {
     const refused = starts.filter(({ d, fresh }) => !this.lanes.submit(d.webhook_id, d.delivery_id, fresh))
     if (refused.length > 0) {
       const due = Date.now()
-      await store.batch(refused.map(({ d }) => ({ op: 'zadd', key: WebhookKeys.retries(), score: due, member: retryMember(d.webhook_id, d.delivery_id) })))
+      await store.batch(refused.map(({ d }) => dueAt({ webhookId: d.webhook_id, deliveryId: d.delivery_id }, due)))
     }
     return results
   }
 
-  private async repairSchedule(member: string): Promise<void> {
-    if ((await this.deps.store.zscore(WebhookKeys.retries(), member)) === undefined) await this.deps.store.zadd(WebhookKeys.retries(), Date.now(), member)
+  private async repairSchedule(entry: Scheduled): Promise<void> {
+    if ((await scheduledAt(this.deps.store, entry)) === undefined) await this.deps.store.batch([dueAt(entry, Date.now())])
   }
 
   // ------------------------------------------------------------ attempts
@@ -284,16 +274,6 @@ export class DeliveryEngine {
     return this.afterAnswer(p.record, written)
   }
 
-  /** One signed POST of `body` to the webhook (also used by replays). */
-  post(webhook: Webhook, app: App, body: string): Promise<HttpOutcome> {
-    return this.runner.post(webhook, app, body)
-  }
-
-  /** 410 Gone (to a delivery or a replay): nothing more is sent until a CRC passes. */
-  disableGone(webhookId: string, what: string): Promise<void> {
-    return this.runner.disableGone(webhookId, what)
-  }
-
   // ------------------------------------------------------------ schedule
 
   /**
@@ -306,11 +286,9 @@ export class DeliveryEngine {
     const picked: DueDelivery[] = []
     /** Due entries passed over because their lane was full when this pass planned. */
     let heldBack = 0
-    const read = (offset: number) => this.deps.store.zrangeByScore(WebhookKeys.retries(), 0, now, { offset, limit: SCHEDULER_BATCH })
-    const consider = (entries: Array<{ member: string }>): void => {
-      for (const { member } of entries) {
-        const parsed = parseRetryMember(member)
-        if (!parsed) continue
+    const read = (page: number) => readDue(this.deps.store, now, page, SCHEDULER_PAGE_PER_SHARD)
+    const consider = (entries: Scheduled[]): void => {
+      for (const parsed of entries) {
         const left = room.get(parsed.webhookId) ?? this.lanes.room(parsed.webhookId)
         // A full lane pokes the scheduler once it has drained by half. Checked first: behind a full
         // lane most of a page is its own backlog, and asking the lanes about each entry was 2% of a burst.
@@ -320,18 +298,17 @@ export class DeliveryEngine {
         }
         if (this.lanes.has(parsed.deliveryId)) continue
         room.set(parsed.webhookId, left - 1)
-        picked.push(parsed)
+        picked.push({ webhookId: parsed.webhookId, deliveryId: parsed.deliveryId })
       }
     }
     const due = await read(0)
-    consider(due)
-    if (due.length === SCHEDULER_BATCH && picked.length === 0 && now - this.lastDeepScan >= SCHEDULER_DEEP_EVERY_MS) {
+    consider(due.entries)
+    if (due.full && picked.length === 0 && now - this.lastDeepScan >= SCHEDULER_DEEP_EVERY_MS) {
       this.lastDeepScan = now
-      for (let page = 1, offset = due.length; page < SCHEDULER_DEEP_PAGES && picked.length === 0; page++) {
-        const more = await read(offset)
-        consider(more)
-        offset += more.length
-        if (more.length < SCHEDULER_BATCH) break
+      for (let page = 1; page < SCHEDULER_DEEP_PAGES && picked.length === 0; page++) {
+        const more = await read(page)
+        consider(more.entries)
+        if (!more.full) break
       }
     }
     const claimed = await claimDue(this.claimDeps, picked)
@@ -353,7 +330,7 @@ export class DeliveryEngine {
     // again): the next pass runs now, not a period later. When every lane it saw is full, their
     // drained-by-half calls bring the next pass: a pass per freed slot read the whole batch each time
     // (a burst into one webhook: 3% of the CPU in runDue alone, bench/webhooks).
-    if ((due.length === SCHEDULER_BATCH || heldBack > 0) && started > 0 && roomLeft) this.scheduler?.poke()
+    if ((due.full || heldBack > 0) && started > 0 && roomLeft) this.scheduler?.poke()
     return started
   }
 
@@ -397,7 +374,7 @@ export class DeliveryEngine {
     const handBack: StoreOp[] = this.lanes
       .stop()
       .flatMap(({ webhookId, deliveryId, fresh }) =>
-        fresh.claimed ? releaseOps({ webhookId, deliveryId }, now) : [{ op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, deliveryId) } satisfies StoreOp]
+        fresh.claimed ? releaseOps({ webhookId, deliveryId }, now) : [dueAt({ webhookId, deliveryId }, now)]
       )
     if (handBack.length > 0) await this.deps.store.batch(handBack).catch((err: unknown) => this.deps.logger.warn({ err }, 'could not hand queued deliveries back'))
     await this.lanes.idle()

@@ -1,7 +1,7 @@
-import type { Store, StoreOp } from '../common/store/types'
-import type { DeliveryRecord } from './delivery-log'
-import type { HttpOutcome } from './http-client'
-import { WebhookKeys } from './keys'
+import type { Store, StoreOp } from '../../common/store/types'
+import type { DeliveryRecord } from '../delivery-log'
+import type { HttpOutcome } from '../http-client'
+import { WebhookKeys } from '../keys'
 
 /**
  * What the console shows of delivery attempts, written in the same store

@@ -1,6 +1,7 @@
-import type { Store, StoreOp } from '../common/store/types'
-import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from './delivery-log'
-import { retryMember, WebhookKeys } from './keys'
+import type { Store, StoreOp } from '../../common/store/types'
+import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from '../delivery-log'
+import { WebhookKeys } from '../keys'
+import { dueAt } from './schedule'
 
 /**
  * Moving logged deliveries on the retry schedule from outside the attempt
@@ -35,7 +36,7 @@ export async function pullForward(deps: ReschedulingDeps, webhookId: string): Pr
       const record = await deps.log.get(listed.delivery_id)
       if (!record || record.status !== 'pending' || record.next_attempt_at <= now) continue
       record.next_attempt_at = now
-      await store.batch([saveOp(record, deps.retentionMs), { op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, record.delivery_id) }])
+      await store.batch([saveOp(record, deps.retentionMs), dueAt({ webhookId, deliveryId: record.delivery_id }, now)])
       moved++
     } finally {
       await store.del(claim)
@@ -69,7 +70,7 @@ export async function resend(deps: ReschedulingDeps, webhookId: string, filter: 
     delete again.failed_at
     delete again.failure_reason
     delete again.delivered_at
-    ops.push(saveOp(again, deps.retentionMs), { op: 'zadd', key: WebhookKeys.retries(), score: now, member: retryMember(webhookId, r.delivery_id) })
+    ops.push(saveOp(again, deps.retentionMs), dueAt({ webhookId, deliveryId: r.delivery_id }, now))
   }
   if (ops.length > 0) await deps.store.batch(ops)
   return ops.length / 2
