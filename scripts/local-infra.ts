@@ -124,6 +124,8 @@ export interface RedisOptions {
   tied: boolean
   /** Where redis-server's log goes (default: discarded). */
   logFile?: string
+  /** A Redis Cluster node: how long a master may be unreachable before its replica takes over (ms). */
+  clusterNodeTimeoutMs?: number
 }
 
 export function redisArgs(options: RedisOptions): string[] {
@@ -137,7 +139,16 @@ export function redisArgs(options: RedisOptions): string[] {
     '--daemonize', 'no',
     '--protected-mode', 'yes',
     '--logfile', options.logFile ?? '',
-    '--loglevel', 'warning'
+    '--loglevel', 'warning',
+    ...(options.clusterNodeTimeoutMs === undefined
+      ? []
+      : [
+          '--cluster-enabled', 'yes',
+          '--cluster-config-file', `nodes-${options.port}.conf`,
+          '--cluster-node-timeout', String(options.clusterNodeTimeoutMs),
+          // A replica that has never synced cannot take over; Redis 7 waits 5 s before a first sync by default.
+          '--repl-diskless-sync-delay', '0'
+        ])
   ]
 }
 
@@ -166,6 +177,100 @@ export async function launchRedis(options: RedisOptions, timeoutMs = 10_000): Pr
     }
     await sleep(20)
   }
+}
+
+// ------------------------------------------------------------------ Redis Cluster
+
+/** A port free on 127.0.0.1 whose cluster bus port (port + 10000) is free too, both below the ephemeral range. */
+export async function freeClusterPort(taken: Set<number> = new Set()): Promise<number> {
+  const [ephemeralLow] = ephemeralPortRange()
+  const span = ephemeralLow - 10_000 - LOW_PORT
+  const start = Math.floor(Math.random() * Math.max(1, span))
+  for (let i = 0; i < 400; i++) {
+    const port = LOW_PORT + ((start + i * 7919) % Math.max(1, span))
+    if (taken.has(port) || taken.has(port + 10_000)) continue
+    if ((await canBind(port)) && (await canBind(port + 10_000))) return port
+  }
+  throw new Error('no free port pair for a Redis Cluster node')
+}
+
+export interface RedisClusterOptions {
+  /** Six ports: three masters and a replica of each (`redis-cli --cluster create`). */
+  ports: number[]
+  dir: string
+  tied: boolean
+  nodeTimeoutMs: number
+  logDir?: string
+}
+
+/**
+ * Starts six `redis-server --cluster-enabled yes` nodes, joins them with
+ * `redis-cli --cluster create ... --cluster-replicas 1` (three masters, each
+ * with a replica; slots split in three equal ranges) and waits until every
+ * node reports `cluster_state:ok`. Node i keeps its files in dir/node-<port>.
+ */
+export async function launchRedisCluster(options: RedisClusterOptions, timeoutMs = 30_000): Promise<Launched[]> {
+  const nodes: Launched[] = []
+  try {
+    for (const port of options.ports) {
+      const dir = path.join(options.dir, `node-${port}`)
+      nodes.push(
+        await launchRedis({ port, dir, tied: options.tied, clusterNodeTimeoutMs: options.nodeTimeoutMs, ...(options.logDir ? { logFile: path.join(options.logDir, `redis-${port}.log`) } : {}) })
+      )
+    }
+    const addresses = options.ports.map((p) => `127.0.0.1:${p}`)
+    await runCommand('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '1', '--cluster-yes'], timeoutMs)
+    const deadline = Date.now() + timeoutMs
+    for (const port of options.ports) {
+      while (!(await clusterOk(port)) || !(await replicaSynced(port))) {
+        if (Date.now() > deadline) throw new Error(`Redis Cluster node ${port} not ok (or its replica not synced) after ${timeoutMs} ms`)
+        await sleep(100)
+      }
+    }
+    return nodes
+  } catch (err) {
+    for (const n of nodes) n.child.kill('SIGKILL')
+    throw err
+  }
+}
+
+/** Whether the node at `port` sees its cluster as ok (every slot served). */
+export async function clusterOk(port: number): Promise<boolean> {
+  try {
+    return (await runCommand('redis-cli', ['-p', String(port), 'cluster', 'info'], 5000)).includes('cluster_state:ok')
+  } catch {
+    return false
+  }
+}
+
+/** A replica whose link to its master is up (has synced); a master counts as synced. */
+export async function replicaSynced(port: number): Promise<boolean> {
+  try {
+    const info = await runCommand('redis-cli', ['-p', String(port), 'info', 'replication'], 5000)
+    return info.includes('role:master') || info.includes('master_link_status:up')
+  } catch {
+    return false
+  }
+}
+
+/** Runs a command to its end; its stdout, or an error with its output. */
+export function runCommand(command: string, args: string[], timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout?.on('data', (d: Buffer) => (out += d.toString()))
+    child.stderr?.on('data', (d: Buffer) => (out += d.toString()))
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.once('error', (err) => {
+      clearTimeout(timer)
+      reject(err)
+    })
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      if (code === 0) resolve(out)
+      else reject(new Error(`${command} ${args.join(' ')} exited ${code}: ${out.trim().slice(-500)}`))
+    })
+  })
 }
 
 // ------------------------------------------------------------------ Kafka mock cluster

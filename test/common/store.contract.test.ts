@@ -5,17 +5,92 @@ import { MemoryStore } from '../../services/common/store/memory'
 import type { Store } from '../../services/common/store/types'
 import { StoreUnavailableError } from '../../services/common/store/unavailable'
 import { sleep, tempDir } from '../support/util'
-import { redisStore, startRedis, type RedisServer } from '../support/infra'
+import type { StoreOp } from '../../services/common/store/types'
+import { redisClusterStore, redisStore, startRedis, startRedisCluster, type RedisServer } from '../support/infra'
 
 /**
- * One contract, two stores: every case below runs unchanged against the
- * journaled memory store and against a real redis-server.
+ * One contract, three stores: every case below runs unchanged against the
+ * journaled memory store, a real redis-server and a real Redis Cluster
+ * (three masters with a replica each). On the cluster a case's keys share
+ * one hash tag, as keys that must change together do there (a batch is
+ * atomic per hash slot); what crosses slots is its own case below.
  */
 
 
 let n = 0
-/** A key prefix no other case uses (both stores are shared by the cases of a suite). */
-const ns = (): string => `c${++n}:`
+let tagged = false
+/** A key prefix no other case uses (the stores are shared by the cases of a suite); one hash slot on the cluster. */
+const ns = (): string => (tagged ? `{c${++n}}:` : `c${++n}:`)
+
+/** Everything under a prefix, as comparable text (type, value, members, scores). */
+async function dump(s: Store, prefix: string): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {}
+  for (const key of await collect(s.scanPrefix(prefix))) {
+    const name = key.slice(prefix.length)
+    const z = await s.zrange(key, 0, -1).catch(() => undefined)
+    if (z) {
+      out[name] = z
+      continue
+    }
+    const h = await s.hgetall(key).catch(() => undefined)
+    if (h) {
+      out[name] = h
+      continue
+    }
+    const m = await s.smembers(key).catch(() => undefined)
+    if (m) {
+      out[name] = m.sort()
+      continue
+    }
+    out[name] = [await s.get(key), (await s.pttl(key)) > 0]
+  }
+  return out
+}
+
+/** A random batch over a few keys of each type, as the delivery path writes them (each key keeps one type). */
+function randomBatch(prefix: string, rnd: () => number): StoreOp[] {
+  const ops: StoreOp[] = []
+  const pick = <T,>(xs: T[]): T => xs[Math.floor(rnd() * xs.length)] as T
+  for (let i = 0, len = 1 + Math.floor(rnd() * 12); i < len; i++) {
+    const k = Math.floor(rnd() * 3)
+    switch (pick(['set', 'setTtl', 'del', 'zadd', 'zrem', 'sadd', 'srem', 'hset', 'hdel', 'incr', 'pexpire'] as const)) {
+      case 'set':
+        ops.push({ op: 'set', key: `${prefix}s${k}`, value: `v${i}` })
+        break
+      case 'setTtl':
+        ops.push({ op: 'set', key: `${prefix}s${k}`, value: `t${i}`, ttlMs: 60_000 })
+        break
+      case 'del':
+        ops.push({ op: 'del', key: `${prefix}${pick(['s', 'z', 'h', 'e'])}${k}` })
+        break
+      case 'zadd':
+        ops.push({ op: 'zadd', key: `${prefix}z${k}`, score: Math.floor(rnd() * 5), member: `m${Math.floor(rnd() * 4)}` })
+        break
+      case 'zrem':
+        ops.push({ op: 'zrem', key: `${prefix}z${k}`, members: [`m${Math.floor(rnd() * 4)}`] })
+        break
+      case 'sadd':
+        ops.push({ op: 'sadd', key: `${prefix}e${k}`, members: [`m${Math.floor(rnd() * 4)}`, `m${Math.floor(rnd() * 4)}`] })
+        break
+      case 'srem':
+        ops.push({ op: 'srem', key: `${prefix}e${k}`, members: [`m${Math.floor(rnd() * 4)}`] })
+        break
+      case 'hset':
+        ops.push({ op: 'hset', key: `${prefix}h${k}`, fields: { [`f${Math.floor(rnd() * 3)}`]: `v${i}` } })
+        break
+      case 'hdel':
+        ops.push({ op: 'hdel', key: `${prefix}h${k}`, fields: [`f${Math.floor(rnd() * 3)}`] })
+        break
+      case 'incr':
+        ops.push({ op: 'incr', key: `${prefix}n${k}`, by: 1 + Math.floor(rnd() * 3) })
+        break
+      case 'pexpire':
+        ops.push({ op: 'pexpire', key: `${prefix}n${k}`, ttlMs: 60_000 })
+        break
+    }
+  }
+  return ops
+}
 
 async function collect(it: AsyncIterable<string>): Promise<string[]> {
   const out: string[] = []
@@ -24,6 +99,34 @@ async function collect(it: AsyncIterable<string>): Promise<string[]> {
 }
 
 function contract(suite: Test, store: () => Store): void {
+  suite.test('a trusted batch leaves what the checked batch leaves (100 random batches)', async (t) => {
+    const s = store()
+    let seed = 7
+    const rnd = (): number => ((seed = (seed * 48271) % 2147483647) / 2147483647)
+    let differ = 0
+    let keys = 0
+    let trusted = ''
+    for (let i = 0; i < 100; i++) {
+      // Each batch from the same random state, on a prefix of its own: what one batch does is compared, not the end of many.
+      const checked = ns()
+      trusted = ns()
+      const setup = randomBatch('', rnd)
+      const ops = randomBatch('', rnd)
+      for (const p of [checked, trusted]) await s.batch(setup.map((op) => ({ ...op, key: p + op.key })))
+      await s.batch(ops.map((op) => ({ ...op, key: checked + op.key })))
+      await s.batch(ops.map((op) => ({ ...op, key: trusted + op.key })), { trusted: true })
+      const a = await dump(s, checked)
+      keys += Object.keys(a).length
+      if (JSON.stringify(await dump(s, trusted)) !== JSON.stringify(a)) {
+        if (differ++ === 0) t.same(await dump(s, trusted), a, `batch ${i}: ${JSON.stringify(ops)}`)
+      }
+    }
+    t.ok(keys > 300, `${keys} keys compared`)
+    t.equal(differ, 0, 'same keys, values, members, scores and expiries after every batch')
+    await s.batch([{ op: 'set', key: `${trusted}r`, value: '1' }], { replicated: true })
+    t.equal(await s.get(`${trusted}r`), '1', 'a replicated batch is written')
+  })
+
   suite.test('strings: set, get, mget, del, exists', async (t) => {
     const s = store()
     const p = ns()
@@ -432,6 +535,18 @@ t.test('redis store', async (t) => {
     t.equal(await store.incr('restart:n'), 1, 'works after a kill -9 restart too')
   })
 
+  t.test('a trusted batch is one MULTI/EXEC of merged commands', async (t) => {
+    const { callsSince, commandCalls } = await import('../activity/store-rounds')
+    const before = await commandCalls(redis.url)
+    const ops: StoreOp[] = []
+    for (let i = 0; i < 50; i++) ops.push({ op: 'set', key: `merge:rec${i}`, value: 'r' }, { op: 'zadd', key: 'merge:sched', score: i, member: `d${i}` }, { op: 'incr', key: 'merge:n', by: 1 }, { op: 'pexpire', key: 'merge:n', ttlMs: 60_000 })
+    await store.batch(ops, { trusted: true })
+    const calls = callsSince(before, await commandCalls(redis.url))
+    t.same(Object.fromEntries([...calls].filter(([c]) => !['info', 'hello', 'client', 'select'].includes(c))), { multi: 1, mset: 1, zadd: 1, incrby: 1, pexpire: 1, exec: 1 }, '200 ops, 6 commands')
+    t.equal(await store.zcard('merge:sched'), 50)
+    t.equal(await store.get('merge:n'), '50')
+  })
+
   t.test('connect fails clearly when Redis is unreachable', async (t) => {
     const { RedisStore } = await import('../../services/common/store/redis')
     const { freePort } = await import('../../scripts/local-infra')
@@ -440,5 +555,48 @@ t.test('redis store', async (t) => {
     const started = Date.now()
     await t.rejects(RedisStore.connect(`redis://127.0.0.1:${port}`, createLogger('silent', 'x'), { connectTimeoutMs: 800 }), /cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+ within 800 ms/)
     t.ok(Date.now() - started < 3000, 'within the connect timeout')
+  })
+})
+
+t.test('redis cluster store', async (t) => {
+  const cluster = await startRedisCluster(t)
+  const store = await redisClusterStore(t, cluster)
+  t.test('contract', async (t) => {
+    tagged = true
+    t.teardown(() => {
+      tagged = false
+    })
+    contract(t, () => store)
+  })
+
+  t.test('across hash slots: mget, del, scan and batches split by slot', async (t) => {
+    const keys = Array.from({ length: 40 }, (_, i) => `x:${i}`)
+    await store.batch(keys.map((key, i) => ({ op: 'set', key, value: String(i) })))
+    t.same(await store.mget(keys), keys.map((_, i) => String(i)), 'mget over 40 slots, in order')
+    t.same(await collect(store.scanPrefix('x:')), [...keys].sort(), 'scan walks every master')
+    await store.batch(keys.map((key) => ({ op: 'zadd', key: `${key}:z`, score: 1, member: 'm' })), { trusted: true, replicated: true })
+    t.equal(await store.zcard('x:39:z'), 1, 'a trusted batch over many slots')
+    t.equal(await store.del(...keys), 40, 'del over many slots counts them all')
+    const masters = await cluster.masters()
+    t.equal(masters.length, 3, 'three masters')
+    const counts = await Promise.all(masters.map(async (port) => Number(/db0:keys=(\d+)/.exec(await cluster.info(port, 'keyspace'))?.[1] ?? 0)))
+    t.ok(counts.every((c) => c > 0), `every master holds keys (${counts.join(', ')})`)
+  })
+
+  t.test('a master killed after a replicated batch: its replica takes over with the batch', async (t) => {
+    const masters = await cluster.masters()
+    const key = '{failover}:k'
+    await store.batch([{ op: 'set', key, value: 'acknowledged' }, { op: 'zadd', key: '{failover}:z', score: 1, member: 'm' }], { trusted: true, replicated: true })
+    // Which master holds the key: the one whose keyspace has it.
+    let owner = 0
+    for (const port of masters) if ((await cluster.info(port, 'keyspace')).includes('keys=') && (await import('node:child_process')).execFileSync('redis-cli', ['-p', String(port), 'exists', key]).toString().trim() === '1') owner = port
+    t.ok(owner > 0, `the key is on master ${owner}`)
+    await cluster.kill(owner)
+    const started = Date.now()
+    t.equal(await store.get(key), 'acknowledged', `read after the failover (${Date.now() - started} ms)`)
+    t.equal(await store.zcard('{failover}:z'), 1)
+    await store.set('{failover}:after', 'x')
+    t.equal(await store.get('{failover}:after'), 'x', 'writes go to the new master')
+    t.equal((store as import('../../services/common/store/redis').RedisStore).unreplicatedBatches, 0, 'every replicated batch was acknowledged by a replica')
   })
 })

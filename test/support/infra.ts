@@ -10,9 +10,12 @@ import { RedisStore } from '../../services/common/store/redis'
 import type { Store } from '../../services/common/store/types'
 import {
   deployTopicArgs,
+  freeClusterPort,
   freePort,
   launchMockCluster,
   launchRedis,
+  launchRedisCluster,
+  runCommand,
   MockClusterControl,
   terminate,
   type Launched
@@ -101,6 +104,84 @@ export async function startRedis(t: Test): Promise<RedisServer> {
 
 export async function redisStore(t: Test, redis: RedisServer, log: Logger = testLog('redis-store')): Promise<Store> {
   const store = await RedisStore.connect(redis.url, log)
+  t.teardown(() => store.close())
+  return store
+}
+
+// ------------------------------------------------------------------ Redis Cluster
+
+export interface RedisClusterServer {
+  /** `127.0.0.1:port` of every node (the startup nodes a client is given). */
+  readonly nodes: string[]
+  readonly ports: number[]
+  /** Ports of the nodes that are masters now (asked of the cluster). */
+  masters(): Promise<number[]>
+  /** kill -9 of one node. */
+  kill(port: number): Promise<void>
+  /** Starts a killed node again (same port and files: it rejoins, as a replica if it lost its slots). */
+  start(port: number): Promise<void>
+  /** `INFO <section>` of one node, as text. */
+  info(port: number, section: string): Promise<string>
+}
+
+/**
+ * A real Redis Cluster on loopback: six Debian `redis-server` nodes (three
+ * masters, a replica of each) joined by `redis-cli --cluster create`, with a
+ * short cluster-node-timeout so a replica takes over a dead master in about
+ * a second. Stopped when the test ends.
+ */
+export async function startRedisCluster(t: Test, options: { nodeTimeoutMs?: number } = {}): Promise<RedisClusterServer> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-redis-cluster-'))
+  const nodeTimeoutMs = options.nodeTimeoutMs ?? 1000
+  let launched: Launched[] = []
+  let ports: number[] = []
+  for (let attempt = 0; ; attempt++) {
+    const taken = new Set<number>()
+    ports = []
+    for (let i = 0; i < 6; i++) {
+      const port = await freeClusterPort(taken)
+      taken.add(port)
+      taken.add(port + 10_000)
+      ports.push(port)
+    }
+    try {
+      launched = await launchRedisCluster({ ports, dir, tied: true, nodeTimeoutMs })
+      break
+    } catch (err) {
+      if (attempt >= 2) throw err
+    }
+  }
+  const byPort = new Map<number, Launched>(ports.map((p, i) => [p, track(launched[i] as Launched)]))
+  t.teardown(async () => {
+    await Promise.all([...byPort.values()].map((l) => terminate(l)))
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+  return {
+    nodes: ports.map((p) => `127.0.0.1:${p}`),
+    ports,
+    async masters() {
+      const text = await runCommand('redis-cli', ['-p', String(ports.find((p) => byPort.get(p)?.child.exitCode === null) ?? ports[0]), 'cluster', 'nodes'], 5000)
+      return text
+        .split('\n')
+        .filter((l) => / master /.test(` ${l.split(' ')[2]?.replace(/,/g, ' ')} `) && !l.includes('fail'))
+        .map((l) => Number(/:(\d+)@/.exec(l)?.[1]))
+        .filter((p) => Number.isInteger(p))
+    },
+    async kill(port) {
+      const l = byPort.get(port)
+      if (!l) return
+      l.child.kill('SIGKILL')
+      await l.exited
+    },
+    async start(port) {
+      byPort.set(port, track(await launchRedis({ port, dir: path.join(dir, `node-${port}`), tied: true, clusterNodeTimeoutMs: nodeTimeoutMs })))
+    },
+    info: (port, section) => runCommand('redis-cli', ['-p', String(port), 'info', section], 5000)
+  }
+}
+
+export async function redisClusterStore(t: Test, cluster: RedisClusterServer, log: Logger = testLog('redis-cluster-store')): Promise<RedisStore> {
+  const store = await RedisStore.connectCluster(cluster.nodes, log)
   t.teardown(() => store.close())
   return store
 }

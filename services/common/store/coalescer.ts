@@ -1,4 +1,4 @@
-import type { Store, StoreOp } from './types'
+import type { BatchOptions, Store, StoreOp } from './types'
 
 /**
  * Store writes of many concurrent callers, made in one batch.
@@ -35,7 +35,9 @@ export class WriteCoalescer {
 
   constructor(
     private readonly store: Pick<Store, 'batch'>,
-    private readonly maxOps = DEFAULT_MAX_OPS
+    private readonly maxOps = DEFAULT_MAX_OPS,
+    /** How each batch is written (a writer of its own known keys passes `trusted`). */
+    private readonly options: BatchOptions = {}
   ) {}
 
   /** Resolves once `ops` (with whatever else was handed in this turn) are written. */
@@ -59,7 +61,7 @@ export class WriteCoalescer {
     const waiters = this.waiters
     this.ops = []
     this.waiters = []
-    const sent = this.store.batch(ops).then(
+    const sent = this.store.batch(ops, this.options).then(
       () => {
         for (const w of waiters) w.resolve()
       },

@@ -3,7 +3,7 @@ import { Journal } from './memory-journal'
 import { type Entry, Keyspace, type JournalRecord, type Value } from './memory-keyspace'
 import { incremented } from './numbers'
 import { StoreUnavailableError } from './unavailable'
-import type { RangeOptions, ScoredMember, Store, StoreOp } from './types'
+import type { RangeOptions, ScoredMember, Store, StoreOp, BatchOptions } from './types'
 
 /**
  * In-memory Store for embedded mode: the Store calls over a Keyspace
@@ -222,7 +222,8 @@ export class MemoryStore extends JsonValues implements Store {
     for (const key of [...this.keyspace.data.keys()]) if (key.startsWith(prefix) && this.live(key)) yield key
   }
 
-  async batch(ops: StoreOp[]): Promise<void> {
+  /** Options change nothing here: one process, always atomic, nothing to replicate. */
+  async batch(ops: StoreOp[], _options?: BatchOptions): Promise<void> {
     if (ops.length === 0) return
     await this.write(ops)
   }

@@ -1,4 +1,4 @@
-import type Redis from 'ioredis'
+import type { Cluster, Redis } from 'ioredis'
 import { assertFiniteNumber, isIntegerIncrement } from './numbers'
 import { scoreArg, ttlArg } from './redis-args'
 import type { StoreOp } from './types'
@@ -31,7 +31,7 @@ for i = 1, #due, 2 do redis.call('ZREM', KEYS[1], due[i]) end
 return due
 `
 
-/** ARGV[1]: JSON array of ops (see encodeOp); KEYS: every key, for cluster routing. */
+/** ARGV[1]: JSON array of ops (see encodeOp); KEYS: every key (one hash slot on a cluster). */
 const BATCH_SCRIPT = `
 local ops = cjson.decode(ARGV[1])
 local slice = ${LUA_SLICE}
@@ -129,14 +129,17 @@ end
 return #ops
 `
 
-export interface ScriptedRedis extends Redis {
+export interface ScriptCommands {
   gwIncr(key: string, by: string, ttl: string, kind: 'int' | 'float'): Promise<string>
   gwZpop(key: string, max: string, limit: string): Promise<string[]>
   gwBatch(numKeys: number, ...args: string[]): Promise<number>
 }
 
+/** One Redis, or a Redis Cluster (whose scripts are routed by their first key: all keys of one call share a slot). */
+export type ScriptedRedis = (Redis | Cluster) & ScriptCommands
+
 /** Registers the scripts on a client (before it connects). */
-export function defineScripts(redis: Redis): ScriptedRedis {
+export function defineScripts(redis: Redis | Cluster): ScriptedRedis {
   redis.defineCommand('gwIncr', { numberOfKeys: 1, lua: INCR_SCRIPT })
   redis.defineCommand('gwZpop', { numberOfKeys: 1, lua: ZPOP_SCRIPT })
   redis.defineCommand('gwBatch', { lua: BATCH_SCRIPT })

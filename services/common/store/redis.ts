@@ -1,10 +1,11 @@
-import Redis from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
 import { JsonValues } from './json'
 import { assertFiniteNumber, isIntegerIncrement } from './numbers'
 import type { Logger } from 'pino'
 import { globEscape, pairs, parseScore, scoreArg, ttlArg } from './redis-args'
 import { defineScripts, encodeOp, type ScriptedRedis } from './redis-scripts'
-import type { RangeOptions, ScoredMember, Store, StoreOp } from './types'
+import { commandsBySlot, keysBySlot, opsBySlot, type RedisCommand } from './redis-commands'
+import type { BatchOptions, RangeOptions, ScoredMember, Store, StoreOp } from './types'
 import { StoreUnavailableError } from './unavailable'
 
 /**
@@ -22,8 +23,17 @@ import { StoreUnavailableError } from './unavailable'
  * Redis never rolls back half a script, so `batch` first simulates every op
  * (key types, and the value each increment would read, with Redis's number
  * syntax: see numbers.ts) and writes nothing unless every op would succeed.
- * Arguments Redis would refuse (NaN scores, increments or TTLs) are refused
- * here (redis-args.ts) before the command or script is sent.
+ * A `trusted` batch (keys whose types the writer knows) skips that check and
+ * goes as a MULTI/EXEC of as few commands as its ops allow
+ * (redis-commands.ts). Arguments Redis would refuse (NaN scores, increments
+ * or TTLs) are refused here (redis-args.ts) before anything is sent.
+ *
+ * Redis Cluster (`connectCluster`, ioredis Cluster): one code path for both.
+ * Commands of one key go to its master; multi-key reads and deletes are
+ * split by hash slot; a batch is one script or transaction per slot, so it
+ * is atomic per slot (keys that change together carry one {hash tag});
+ * SCAN walks every master. A `replicated` batch ends with WAIT on each master
+ * it wrote to that has replicas (docs/operations.md "Redis Cluster").
  */
 
 const RECONNECT_MIN_MS = 50
@@ -32,6 +42,8 @@ const MAX_RETRIES_PER_REQUEST = 14
 const CONNECT_TIMEOUT_MS = 10_000
 const PING_TIMEOUT_MS = 1000
 const SCAN_COUNT = 500
+/** How long a `replicated` batch waits for a replica's acknowledgement before going on (and saying so). */
+const REPLICA_ACK_TIMEOUT_MS = 1000
 
 /** redis://user:secret@host -> redis://user:***@host, for logs. */
 export function redactRedisUrl(url: string): string {
@@ -41,19 +53,52 @@ export function redactRedisUrl(url: string): string {
 export class RedisStore extends JsonValues implements Store {
   readonly kind = 'redis' as const
   private closed = false
+  /** Replicas of the single Redis, read at connect and refreshed once a minute (a cluster's come from its slot map). */
+  private replicas = 0
+  private replicasReadAt = 0
+  /** Batches whose WAIT timed out: their writes are on the master only. */
+  unreplicatedBatches = 0
 
   private constructor(
     private readonly redis: ScriptedRedis,
-    private readonly log: Logger
+    private readonly log: Logger,
+    readonly cluster: boolean
   ) {
     super()
   }
 
+  /** Connects to a Redis Cluster through any of its nodes (`host:port`), as `connect` does to one Redis. */
+  static async connectCluster(nodes: string[], log: Logger, options: { connectTimeoutMs?: number; password?: string } = {}): Promise<RedisStore> {
+    const where = `cluster ${nodes.join(',')}`
+    const startup = nodes.map((n) => {
+      const i = n.lastIndexOf(':')
+      return { host: n.slice(0, i), port: Number(n.slice(i + 1)) }
+    })
+    const client = new Cluster(startup, {
+      enableOfflineQueue: true,
+      // ioredis's cluster auto-pipelining refuses a pipeline whose scripts' keys span slots of one
+      // node ("All keys in the pipeline should belong to the same slots allocation group").
+      enableAutoPipelining: false,
+      lazyConnect: true,
+      // A master that died: ask the cluster for its new slot map soon and keep trying until a replica took over.
+      clusterRetryStrategy: (times) => Math.min(RECONNECT_MIN_MS * 2 ** Math.min(times, 10), RECONNECT_MAX_MS),
+      retryDelayOnFailover: 100,
+      retryDelayOnClusterDown: 200,
+      retryDelayOnTryAgain: 100,
+      maxRedirections: 64,
+      slotsRefreshInterval: 2000,
+      redisOptions: {
+        connectTimeout: 2000,
+        maxRetriesPerRequest: MAX_RETRIES_PER_REQUEST,
+        connectionName: 'activity-gateway',
+        ...(options.password ? { password: options.password } : {})
+      }
+    })
+    return RedisStore.open(defineScripts(client), where, log, options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS, true)
+  }
+
   /** Connects and waits until Redis answers (at most 10 s by default), then stays connected through outages. */
   static async connect(url: string, log: Logger, options: { connectTimeoutMs?: number } = {}): Promise<RedisStore> {
-    const connectTimeoutMs = options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS
-    const where = redactRedisUrl(url)
-    const storeLog = log.child({ component: 'store', redis: where })
     const client = new Redis(url, {
       lazyConnect: true,
       enableOfflineQueue: true,
@@ -67,8 +112,11 @@ export class RedisStore extends JsonValues implements Store {
       // on Redis spent a third of its time in per-command socket writes.
       enableAutoPipelining: true
     })
-    const redis = defineScripts(client)
+    return RedisStore.open(defineScripts(client), redactRedisUrl(url), log, options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS, false)
+  }
 
+  private static async open(redis: ScriptedRedis, where: string, log: Logger, connectTimeoutMs: number, cluster: boolean): Promise<RedisStore> {
+    const storeLog = log.child({ component: 'store', redis: where })
     let outage = false
     redis.on('error', (err: Error) => {
       // `err` would go through the error serializer, which expects an Error, not its message.
@@ -99,7 +147,15 @@ export class RedisStore extends JsonValues implements Store {
       redis.disconnect()
       throw new Error(`cannot reach Redis at ${where} within ${connectTimeoutMs} ms${lastError ? `: ${lastError}` : ''}`)
     }
-    return new RedisStore(redis, storeLog)
+    const store = new RedisStore(redis, storeLog, cluster)
+    if (!cluster) await store.readReplicas().catch(() => undefined)
+    return store
+  }
+
+  private async readReplicas(): Promise<void> {
+    const info = await (this.redis as Redis).info('replication')
+    this.replicas = Number(/connected_slaves:(\d+)/.exec(info)?.[1] ?? 0)
+    this.replicasReadAt = Date.now()
   }
 
   private get r(): ScriptedRedis {
@@ -114,7 +170,15 @@ export class RedisStore extends JsonValues implements Store {
 
   async mget(keys: string[]): Promise<Array<string | undefined>> {
     if (keys.length === 0) return []
-    return (await this.r.mget(...keys)).map((v) => v ?? undefined)
+    if (!this.cluster) return (await this.r.mget(...keys)).map((v) => v ?? undefined)
+    const out = new Array<string | undefined>(keys.length)
+    await Promise.all(
+      keysBySlot(keys).map(async (g) => {
+        const values = await this.r.mget(...g.keys)
+        g.positions.forEach((at, i) => (out[at] = values[i] ?? undefined))
+      })
+    )
+    return out
   }
 
   async set(key: string, value: string, ttlMs?: number): Promise<void> {
@@ -129,7 +193,9 @@ export class RedisStore extends JsonValues implements Store {
 
   async del(...keys: string[]): Promise<number> {
     if (keys.length === 0) return 0
-    return this.r.del(...keys)
+    if (!this.cluster) return this.r.del(...keys)
+    const counts = await Promise.all(keysBySlot(keys).map((g) => this.r.del(...g.keys)))
+    return counts.reduce((a, b) => a + b, 0)
   }
 
   async exists(key: string): Promise<boolean> {
@@ -241,22 +307,85 @@ export class RedisStore extends JsonValues implements Store {
     const pattern = `${globEscape(prefix)}*`
     // SCAN may return a key more than once while the keyspace is rehashed.
     const seen = new Set<string>()
-    let cursor = '0'
-    do {
-      const [next, keys] = await this.r.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT)
-      cursor = next
-      for (const key of keys) {
-        if (seen.has(key)) continue
-        seen.add(key)
-        yield key
-      }
-    } while (cursor !== '0')
+    const nodes: Redis[] = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.r as Redis]
+    for (const node of nodes) {
+      let cursor = '0'
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT)
+        cursor = next
+        for (const key of keys) {
+          if (seen.has(key)) continue
+          seen.add(key)
+          yield key
+        }
+      } while (cursor !== '0')
+    }
   }
 
-  async batch(ops: StoreOp[]): Promise<void> {
+  async batch(ops: StoreOp[], options: BatchOptions = {}): Promise<void> {
     if (ops.length === 0) return
-    const keys = [...new Set(ops.map((op) => op.key))]
-    await this.r.gwBatch(keys.length, ...keys, JSON.stringify(ops.map(encodeOp)))
+    const r = this.r
+    const slots: number[] = []
+    if (options.trusted) {
+      const groups = commandsBySlot(ops, this.cluster)
+      await Promise.all(groups.map((g) => this.transaction(g.commands)))
+      for (const g of groups) slots.push(g.slot)
+    } else {
+      const groups = this.cluster ? [...opsBySlot(ops)] : [[0, ops] as const]
+      // Every argument is checked before any group is sent: a refused op writes nothing anywhere.
+      const encoded = groups.map(([, g]) => ({ keys: [...new Set(g.map((op) => op.key))], json: JSON.stringify(g.map(encodeOp)) }))
+      await Promise.all(encoded.map((g) => r.gwBatch(g.keys.length, ...g.keys, g.json)))
+      for (const [slot] of groups) slots.push(slot)
+    }
+    if (options.replicated) await this.waitForReplicas(slots)
+  }
+
+  /** One slot's commands: alone, or in MULTI/EXEC when there are several. */
+  private async transaction(commands: RedisCommand[]): Promise<void> {
+    const r = this.r
+    if (commands.length === 1) {
+      const [name, ...args] = commands[0] as RedisCommand
+      await r.call(name, ...args)
+      return
+    }
+    const tx = r.multi()
+    for (const [name, ...args] of commands) tx.call(name, ...args)
+    const replies = await tx.exec()
+    const failed = replies?.find(([err]) => err)
+    if (failed) throw failed[0] as Error
+  }
+
+  /**
+   * WAIT on each master written (the slots' masters on a cluster) that has
+   * replicas: the writes are on a replica too before the caller goes on. A
+   * replica that does not answer within REPLICA_ACK_TIMEOUT_MS does not stop
+   * the service: the batch counts as unreplicated and a warning says so.
+   */
+  private async waitForReplicas(slots: number[]): Promise<void> {
+    const waits: Array<Promise<unknown>> = []
+    if (this.redis instanceof Cluster) {
+      const cluster = this.redis
+      const masters = new Set<string>()
+      for (const slot of slots) {
+        const nodes = cluster.slots[slot]
+        if (nodes && nodes.length > 1 && nodes[0]) masters.add(nodes[0])
+      }
+      if (masters.size === 0) return
+      const byKey = new Map(cluster.nodes('master').map((n) => [`${n.options.host}:${n.options.port}`, n]))
+      for (const m of masters) {
+        const node = byKey.get(m)
+        if (node) waits.push(node.call('WAIT', 1, REPLICA_ACK_TIMEOUT_MS))
+      }
+    } else {
+      if (Date.now() - this.replicasReadAt > 60_000) await this.readReplicas().catch(() => undefined)
+      if (this.replicas === 0) return
+      waits.push(this.r.call('WAIT', 1, REPLICA_ACK_TIMEOUT_MS))
+    }
+    const acks = await Promise.all(waits)
+    if (acks.some((n) => Number(n) < 1)) {
+      this.unreplicatedBatches++
+      this.log.warn({ masters: acks.length }, 'a replicated batch was not acknowledged by a replica in time; it is on the master only')
+    }
   }
 
   async ping(): Promise<void> {
@@ -284,3 +413,4 @@ export class RedisStore extends JsonValues implements Store {
     this.redis.disconnect()
   }
 }
+

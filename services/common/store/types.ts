@@ -34,6 +34,23 @@ export type StoreOp =
   | { op: 'incr'; key: string; by: number }
   | { op: 'pexpire'; key: string; ttlMs: number }
 
+/** How a batch is written (both default to false). */
+export interface BatchOptions {
+  /**
+   * The ops' key types are known by construction (the service's own keys,
+   * never data from outside): written without checking each key's type
+   * first, in fewer commands (redis-commands.ts). A wrong type then fails
+   * its own op instead of refusing the whole batch.
+   */
+  trusted?: boolean
+  /**
+   * The batch gates something that cannot be taken back (a bus offset
+   * commit): it resolves once a replica of each Redis master written has
+   * acknowledged it too (WAIT), where the master has replicas.
+   */
+  replicated?: boolean
+}
+
 export interface Store {
   readonly kind: 'memory' | 'redis'
 
@@ -82,8 +99,11 @@ export interface Store {
   /** Every key starting with `prefix` (SCAN-based on Redis; order unspecified). */
   scanPrefix(prefix: string): AsyncIterable<string>
 
-  /** All writes applied atomically, in order. */
-  batch(ops: StoreOp[]): Promise<void>
+  /**
+   * All writes applied atomically, in order. On a Redis Cluster a batch is
+   * atomic per hash slot: keys that must change together share a {hash tag}.
+   */
+  batch(ops: StoreOp[], options?: BatchOptions): Promise<void>
 
   /** Round-trip health check; throws when the store is unreachable. */
   ping(): Promise<void>
