@@ -28,8 +28,11 @@ deps-system: ## install redis-server, librdkafka-dev, gcc, chromium, ffmpeg, ngi
 
 deps: deps-npm deps-system
 
+# dist/ is rebuilt whole: a module moved into a folder of the same name (services/webhooks/delivery.ts ->
+# delivery/) would otherwise be shadowed by its stale compiled file, which require() resolves first.
 build: deps-npm ## compile TypeScript to dist/
 	@echo "==> building"
+	@rm -rf dist
 	@npx tsc -p tsconfig.build.json
 
 run: build ## the gateway on the embedded default (all services, one process, no Kafka/Redis)
@@ -72,7 +75,7 @@ bench-distributed: build deps-system ## make up vs embedded at fixed rates [BENC
 bench-faults: build deps-system ## the kill -9 fault test of make up at a load [FAULT_RATE=2000 events/s, FAULT_SETTLE_MS=300000]: every service killed mid-burst, nothing may be lost
 	@set -o pipefail; FAULT_RATE=$${FAULT_RATE:-2000} FAULT_SETTLE_MS=$${FAULT_SETTLE_MS:-300000} npx tap --timeout=900 --disable-coverage --reporter=tap test/system/faults-processes.test.ts | grep -E '^ *(not )?ok |^ *# (kill|whole|make up)|^# \{'
 
-up: build deps-system ## distributed on this machine: Redis, Kafka mock cluster, supervisord running nginx and each instance [GATEWAY=2 WEBHOOKS=2 ACTIVITY=2 STREAM=2 ACCOUNT_HISTORY=2]
+up: build deps-system ## distributed on this machine: Redis (REDIS=cluster: a 6-node Redis Cluster), Kafka mock cluster, supervisord running nginx and each instance [GATEWAY=2 WEBHOOKS=2 ACTIVITY=2 STREAM=2 ACCOUNT_HISTORY=2]
 	@$(NODE) dist/scripts/up.js up
 
 down: ## stop exactly the processes `make up` started (nginx and supervisord included)

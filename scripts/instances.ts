@@ -53,6 +53,8 @@ export function streamNodeEnv(service: string, instance: string): Record<string,
 export interface SharedSettings {
   kafkaBrokers: string[]
   redisUrl: string
+  /** Set: the store is this Redis Cluster (REDIS_CLUSTER_NODES), not redisUrl. */
+  redisClusterNodes?: string[]
   operatorToken: string
 }
 
@@ -81,6 +83,7 @@ export function sharedEnv(base: NodeJS.ProcessEnv, s: SharedSettings): Record<st
     HOST: '127.0.0.1',
     KAFKA_BROKERS: s.kafkaBrokers.join(','),
     REDIS_URL: s.redisUrl,
+    REDIS_CLUSTER_NODES: (s.redisClusterNodes ?? []).join(','),
     OPERATOR_TOKEN: s.operatorToken,
     KAFKA_SESSION_TIMEOUT: base.KAFKA_SESSION_TIMEOUT ?? '10s',
     KAFKA_ASSIGNMENT_DELAY: base.KAFKA_ASSIGNMENT_DELAY ?? '1s'

@@ -30,6 +30,8 @@ export interface RunState {
   startedAt: string
   root: string
   redisUrl?: string
+  /** `make up REDIS=cluster`: the cluster's nodes (host:port); the services get them as REDIS_CLUSTER_NODES. */
+  redisClusterNodes?: string[]
   kafkaBrokers?: string[]
   proxy?: { port: number; sandboxPort: number }
   supervisor?: SupervisorFiles

@@ -5,7 +5,7 @@ import path from 'node:path'
 import { loadConfig } from '../services/common/config'
 import { down } from './down'
 import { instanceEnv, selectedServices, sharedEnv } from './instances'
-import { freePort, launchMockCluster, launchRedis } from './local-infra'
+import { freeClusterPort, freePort, launchMockCluster, launchRedis, launchRedisCluster } from './local-infra'
 import { loadRoutes, nginxConfig, servicesOf } from './nginx'
 import { answers, fileSize, isOurs, logDir, logSince, NAME_WIDTH, type ProcessRecord, readState, root, type RunState, runDir, say, shortPath, stateFile, waitFor, writeState } from './run-state'
 import { programStatus, supervisorConfig, supervisorctl, type Program, type SupervisorFiles } from './supervisor'
@@ -68,6 +68,21 @@ async function portSetting(name: string, fallback: number): Promise<number> {
   return n === 0 ? distinctFreePort() : n
 }
 
+/** REDIS=cluster: a Redis Cluster of six nodes instead of one Redis (REDIS=single, the default). */
+function redisMode(): 'single' | 'cluster' {
+  const mode = process.env.REDIS ?? ''
+  if (mode === '' || mode === 'single') return 'single'
+  if (mode === 'cluster') return 'cluster'
+  throw new Error(`REDIS must be single or cluster, got "${mode}"`)
+}
+
+/** How long a cluster master may be silent before its replica takes over (REDIS_CLUSTER_NODE_TIMEOUT ms, default 2000: local runs). */
+function clusterNodeTimeoutMs(): number {
+  const n = Number(process.env.REDIS_CLUSTER_NODE_TIMEOUT ?? 2000)
+  if (!Number.isInteger(n) || n < 100) throw new Error(`REDIS_CLUSTER_NODE_TIMEOUT must be a number of ms (>= 100), got "${process.env.REDIS_CLUSTER_NODE_TIMEOUT}"`)
+  return n
+}
+
 /** Redis on REDIS_PORT, or on a free port: a probed port taken before Redis binds it is retried with another. */
 async function startRedis(logFile: string): Promise<{ redis: Awaited<ReturnType<typeof launchRedis>>; port: number }> {
   const fixed = process.env.REDIS_PORT !== undefined && process.env.REDIS_PORT !== '' && process.env.REDIS_PORT !== '0'
@@ -128,13 +143,35 @@ async function up(): Promise<number> {
   fs.mkdirSync(logDir, { recursive: true })
 
   try {
-    // Redis, persisted (AOF) under RUN_DIR so a Redis restart keeps the data.
-    const redisLog = path.join(logDir, 'redis.log')
-    const { redis, port: redisPort } = await startRedis(redisLog)
-    redis.child.unref()
-    record({ name: 'redis', kind: 'redis', pid: redis.child.pid as number, signature: 'redis-server', port: redisPort, log: redisLog })
-    state.redisUrl = `redis://127.0.0.1:${redisPort}`
-    say(`${'redis'.padEnd(NAME_WIDTH)}${state.redisUrl}`)
+    if (redisMode() === 'cluster') {
+      // Six nodes (three masters, a replica each), persisted (AOF) under RUN_DIR/redis-cluster.
+      const ports: number[] = []
+      const taken = new Set<number>(givenPorts)
+      for (let i = 0; i < 6; i++) {
+        const port = await freeClusterPort(taken)
+        taken.add(port).add(port + 10_000)
+        givenPorts.add(port).add(port + 10_000)
+        ports.push(port)
+      }
+      say(`${'redis-cluster'.padEnd(NAME_WIDTH)}starting six nodes on ${ports.join(', ')} (redis-cli --cluster create, cluster-node-timeout ${clusterNodeTimeoutMs()} ms)`)
+      const nodes = await launchRedisCluster({ ports, dir: path.join(runDir, 'redis-cluster'), tied: false, nodeTimeoutMs: clusterNodeTimeoutMs(), logDir }, 60_000)
+      nodes.forEach((n, i) => {
+        n.child.unref()
+        const port = ports[i] as number
+        record({ name: `redis-${i + 1}`, kind: 'redis', pid: n.child.pid as number, signature: 'redis-server', port, log: path.join(logDir, `redis-${port}.log`) })
+      })
+      state.redisClusterNodes = ports.map((p) => `127.0.0.1:${p}`)
+      state.redisUrl = `redis://127.0.0.1:${ports[0]}`
+      say(`${'redis-cluster'.padEnd(NAME_WIDTH)}${state.redisClusterNodes.join(',')} (3 masters, 1 replica each)`)
+    } else {
+      // Redis, persisted (AOF) under RUN_DIR so a Redis restart keeps the data.
+      const redisLog = path.join(logDir, 'redis.log')
+      const { redis, port: redisPort } = await startRedis(redisLog)
+      redis.child.unref()
+      record({ name: 'redis', kind: 'redis', pid: redis.child.pid as number, signature: 'redis-server', port: redisPort, log: redisLog })
+      state.redisUrl = `redis://127.0.0.1:${redisPort}`
+      say(`${'redis'.padEnd(NAME_WIDTH)}${state.redisUrl}`)
+    }
 
     const kafkaLog = path.join(logDir, 'kafka.log')
     const kafkaFd = fs.openSync(kafkaLog, 'a')
@@ -200,7 +237,7 @@ async function up(): Promise<number> {
       cwd: runDir,
       detached: true,
       stdio: ['ignore', out, out],
-      env: sharedEnv(process.env, { kafkaBrokers: kafka.bootstrap, redisUrl: state.redisUrl, operatorToken: token })
+      env: sharedEnv(process.env, { kafkaBrokers: kafka.bootstrap, redisUrl: state.redisUrl, ...(state.redisClusterNodes ? { redisClusterNodes: state.redisClusterNodes } : {}), operatorToken: token })
     })
     fs.closeSync(out)
     supervisord.unref()
@@ -261,7 +298,8 @@ async function status(): Promise<number> {
   }
   if (state.proxy) say(`{base_url} and {ads_url}: http://127.0.0.1:${state.proxy.port}    {ads_sandbox_url}: http://127.0.0.1:${state.proxy.sandboxPort}`)
   if (state.kafkaBrokers) say(`kafka brokers: ${state.kafkaBrokers.join(',')}`)
-  if (state.redisUrl) say(`redis: ${state.redisUrl}`)
+  if (state.redisClusterNodes) say(`redis cluster: ${state.redisClusterNodes.join(',')}`)
+  else if (state.redisUrl) say(`redis: ${state.redisUrl}`)
   if (state.supervisor) say(`supervisorctl -c ${shortPath(state.supervisor.config)} (restart one: ... restart activity-1)`)
   return bad === 0 ? 0 : 1
 }

@@ -118,16 +118,20 @@ function redactSecretInUrl(raw: string): string {
 const BROKER = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):([0-9]{1,5})$/
 
 /** Empty: no Kafka (embedded bus). Otherwise every entry must be host:port; `,,` is a typo, not "no brokers". */
-const asBrokerList: Parser<string[]> = (raw, name) => {
-  if (raw.trim() === '') return []
-  return raw.split(',').map((entry) => {
-    const broker = entry.trim()
-    const m = BROKER.exec(broker)
-    const port = Number(m?.[3])
-    if (!m || port < 1 || port > 65535) throw new ConfigError(`${name} entries must be host:port (e.g. kafka-0:9092), got "${broker}" in "${raw}"`)
-    return broker
-  })
-}
+const asHostPortList =
+  (what: string): Parser<string[]> =>
+  (raw) => {
+    if (raw.trim() === '') return []
+    return raw.split(',').map((entry) => {
+      const hostPort = entry.trim()
+      const m = BROKER.exec(hostPort)
+      const port = Number(m?.[3])
+      if (!m || port < 1 || port > 65535) throw new ConfigError(`${what}, got "${hostPort}" in "${raw}"`)
+      return hostPort
+    })
+  }
+
+const asBrokerList: Parser<string[]> = (raw, name) => asHostPortList(`${name} entries must be host:port (e.g. kafka-0:9092)`)(raw, name)
 
 const asList: Parser<string[]> = (raw) => raw.split(',').map((p) => p.trim()).filter((p) => p !== '')
 
@@ -179,6 +183,7 @@ export const SETTINGS = {
   // --- state and bus ---
   dataDir: setting('DATA_DIR', './data', 'Directory of the embedded store\'s and bus\'s journals (state/, bus/) and of uploaded media.', asString),
   redisUrl: setting('REDIS_URL', '', 'Redis URL, `redis://` or `rediss://` (TLS): redis://[user:password@]host:port/db. Empty: in-memory store persisted to DATA_DIR.', asRedisUrl),
+  redisClusterNodes: setting('REDIS_CLUSTER_NODES', '', 'Comma list of Redis Cluster nodes, each host:port (any of them: the rest are discovered). Set: the store is that cluster (REDIS_URL is then ignored); keys that change together share a hash tag, and a batch is atomic per hash slot (docs/operations.md "Redis Cluster").', asHostPortList('REDIS_CLUSTER_NODES entries must be host:port (e.g. redis-0:6379)')),
   kafkaBrokers: setting('KAFKA_BROKERS', '', 'Comma list of Kafka brokers, each host:port. Empty: in-memory bus (embedded mode).', asBrokerList),
   kafkaClientId: setting('KAFKA_CLIENT_ID', 'activity-gateway', 'Kafka client id prefix.', asString),
   busPartitions: setting('BUS_PARTITIONS', '6', 'Partitions per topic of the in-memory bus (Kafka topics: deploy/topics.json).', asInt(1, 256)),

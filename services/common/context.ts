@@ -61,8 +61,9 @@ export async function createBus(config: Config, clientId: string, log: Logger): 
 }
 
 export async function createStore(config: Config, log: Logger): Promise<Store> {
-  if (config.redisUrl === '') return MemoryStore.open(path.resolve(config.dataDir, 'state'))
+  if (config.redisUrl === '' && config.redisClusterNodes.length === 0) return MemoryStore.open(path.resolve(config.dataDir, 'state'))
   const { RedisStore } = await import('./store/redis')
+  if (config.redisClusterNodes.length > 0) return RedisStore.connectCluster(config.redisClusterNodes, log)
   return RedisStore.connect(config.redisUrl, log)
 }
 

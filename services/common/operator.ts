@@ -22,7 +22,7 @@ export function resolveOperatorToken(config: Config, embedded: boolean): string 
   if (config.operatorToken !== '') return config.operatorToken
   const file = operatorTokenFile(config)
   if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim()
-  if (!embedded || config.redisUrl !== '') return undefined
+  if (!embedded || config.redisUrl !== '' || config.redisClusterNodes.length > 0) return undefined
   fs.mkdirSync(path.dirname(file), { recursive: true })
   const token = newSecret(32)
   fs.writeFileSync(file, `${token}\n`, { mode: 0o600 })

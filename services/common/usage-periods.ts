@@ -29,6 +29,8 @@ export const DAY_MS = 86_400_000
 export const USAGE_KEEP_MS = 100 * DAY_MS
 /** How long a read of counters and caps serves the event paths before it is read again. */
 export const USAGE_CACHE_MS = 1000
+/** How long counts of posts consumed stay in a process before they are written (usage.ts). */
+export const USAGE_FLUSH_MS = 1000
 export const USAGE_DAYS_MAX = 90
 
 export const UsageKeys = {

@@ -9,6 +9,7 @@ import {
   dayStart,
   nextCycleStart,
   USAGE_CACHE_MS,
+  USAGE_FLUSH_MS,
   USAGE_KEEP_MS,
   UsageAllowance,
   usageCappedProblem,
@@ -40,9 +41,15 @@ import { AuthKeys } from './auth/records'
  *   usage:project-id                         the project's id (minted once)
  *
  * Counters live USAGE_KEEP_MS (past the 90 days the usage report reaches).
- * Increments are StoreOps that the event paths add to the store batch they
- * already write per batch of messages: counting never costs a round trip per
- * message.
+ * Counting is in process: the event paths hand their counts to `count`,
+ * which adds them to this process's view at once and to the store within
+ * USAGE_FLUSH_MS, every key once per flush (one INCRBY and one PEXPIRE),
+ * whatever the number of events: no counter, not even the project-wide
+ * ones every event adds to, takes a store write per event or per batch.
+ * The tolerance this buys (docs/webhooks.md "Usage caps"): another process
+ * sees a count up to USAGE_FLUSH_MS (plus its USAGE_CACHE_MS) late, and a
+ * process that dies loses the counts of its last USAGE_FLUSH_MS: a cap can be
+ * passed by what was consumed in that window.
  *
  * Caps: an app's daily and monthly caps (operator-set, else USAGE_CAP_DAILY /
  * USAGE_CAP_MONTHLY; 0 = none) answer `usage-capped` with `scope` `Account`;
@@ -86,15 +93,23 @@ export interface UsageReport {
 export class UsageMeter {
   private readonly apps = new Map<string, AppState>()
   private project: ProjectState | undefined
-  /** Counts whose store batch failed on a path that does not retry (the stream): added to the next one. */
-  private owed = new Map<string, number>()
+  /** Counts not written yet, per counter key (a failed flush keeps them for the next). */
+  private pending = new Map<string, number>()
+  private flushTimer: NodeJS.Timeout | undefined
+  private flushing: Promise<void> | undefined
 
   constructor(
     private readonly store: Store,
     private readonly config: Pick<Config, 'usageCapDaily' | 'usageCapMonthly' | 'usageProjectCap' | 'usageCapResetDay'>,
     private readonly cacheMs = USAGE_CACHE_MS,
-    private readonly clock: () => number = Date.now
+    private readonly clock: () => number = Date.now,
+    private readonly flushMs = USAGE_FLUSH_MS
   ) {}
+
+  /** A counter's value as read from the store plus what this process has not written yet. */
+  private withPending(key: string, stored: string | undefined): number {
+    return Number(stored ?? 0) + (this.pending.get(key) ?? 0)
+  }
 
   /** Whether any cap can apply (an operator may set an app's at any time, so only the defaults tell). */
   private effectiveCaps(caps: AppCaps | undefined): { daily: number; monthly: number } {
@@ -128,17 +143,13 @@ export class UsageMeter {
       this.apps.set(id, {
         day,
         cycle,
-        dayCount: Number(values[i * 3] ?? 0) + (this.owed.get(id) ?? 0),
-        cycleCount: Number(values[i * 3 + 1] ?? 0) + (this.owed.get(id) ?? 0),
+        dayCount: this.withPending(keys[i * 3] as string, values[i * 3]),
+        cycleCount: this.withPending(keys[i * 3 + 1] as string, values[i * 3 + 1]),
         caps: caps === undefined ? undefined : (JSON.parse(caps) as AppCaps),
         readAt: now
       })
     })
-    if (needProject) {
-      let owed = 0
-      for (const n of this.owed.values()) owed += n
-      this.project = { cycle, count: Number(values[keys.length - 1] ?? 0) + owed, readAt: now }
-    }
+    if (needProject) this.project = { cycle, count: this.withPending(keys[keys.length - 1] as string, values[keys.length - 1]), readAt: now }
     // Bounded: apps not seen for a while are forgotten.
     if (this.apps.size > 10_000) for (const [id, s] of this.apps) if (now - s.readAt > 60_000) this.apps.delete(id)
   }
@@ -186,60 +197,55 @@ export class UsageMeter {
     if (hit) throw usageCappedProblem(hit)
   }
 
-  /** The increments of posts consumed (per app), to add to the caller's store batch. */
-  countOps(counts: Map<string, number>): StoreOp[] {
+  /**
+   * Counts posts consumed (per app), in the UTC day and cycle of now: in
+   * this process's view at once, in the store at the next flush.
+   */
+  count(counts: Map<string, number>): void {
     const now = this.clock()
     const day = dayKey(now)
     const cycle = dayKey(cycleStart(now, this.config.usageCapResetDay))
-    const ops: StoreOp[] = []
     let total = 0
     const add = (key: string, by: number): void => {
-      ops.push({ op: 'incr', key, by }, { op: 'pexpire', key, ttlMs: USAGE_KEEP_MS })
+      this.pending.set(key, (this.pending.get(key) ?? 0) + by)
     }
     for (const [appId, n] of counts) {
       if (n <= 0) continue
       total += n
       add(UsageKeys.appDay(appId, day), n)
       add(UsageKeys.appCycle(appId, cycle), n)
-    }
-    if (total > 0) {
-      add(UsageKeys.projectDay(day), total)
-      add(UsageKeys.projectCycle(cycle), total)
-    }
-    return ops
-  }
-
-  /** After the batch holding countOps(counts) committed: this process's view includes them at once. */
-  noteCounted(counts: Map<string, number>): void {
-    let total = 0
-    for (const [appId, n] of counts) {
       const s = this.apps.get(appId)
       if (s) {
         s.dayCount += n
         s.cycleCount += n
       }
-      total += n
     }
+    if (total === 0) return
+    add(UsageKeys.projectDay(day), total)
+    add(UsageKeys.projectCycle(cycle), total)
     if (this.project) this.project.count += total
+    this.flushTimer ??= setTimeout(() => void this.flush().catch(() => undefined), this.flushMs).unref()
   }
 
-  /**
-   * Writes `counts` in a batch of their own, for a path with no store batch
-   * of its own (the stream): when the store is out, they are owed and added
-   * to the next call rather than lost.
-   */
-  async flush(counts: Map<string, number>): Promise<void> {
-    const merged = new Map(this.owed)
-    for (const [app, n] of counts) merged.set(app, (merged.get(app) ?? 0) + n)
-    if (merged.size === 0) return
-    this.owed = new Map()
-    try {
-      await this.store.batch(this.countOps(merged))
-      this.noteCounted(counts)
-    } catch (err) {
-      for (const [app, n] of merged) this.owed.set(app, (this.owed.get(app) ?? 0) + n)
-      throw err
-    }
+  /** Writes the pending counts (one trusted batch); on failure they stay pending and the next flush is scheduled. */
+  flush(): Promise<void> {
+    this.flushing ??= (async () => {
+      clearTimeout(this.flushTimer)
+      this.flushTimer = undefined
+      const taken = this.pending
+      this.pending = new Map()
+      if (taken.size === 0) return
+      const ops: StoreOp[] = []
+      for (const [key, by] of taken) ops.push({ op: 'incr', key, by }, { op: 'pexpire', key, ttlMs: USAGE_KEEP_MS })
+      try {
+        await this.store.batch(ops, { trusted: true })
+      } catch (err) {
+        for (const [key, by] of taken) this.pending.set(key, (this.pending.get(key) ?? 0) + by)
+        this.flushTimer ??= setTimeout(() => void this.flush().catch(() => undefined), this.flushMs).unref()
+        throw err
+      }
+    })().finally(() => (this.flushing = undefined))
+    return this.flushing
   }
 
   // ------------------------------------------------------------ caps
@@ -307,7 +313,7 @@ export class UsageMeter {
       ...dayKeys.map((d) => UsageKeys.projectDay(d)),
       ...appIds.flatMap((id) => dayKeys.map((d) => UsageKeys.appDay(id, d)))
     ]
-    const values = (await this.store.mget(keys)).map((v) => Number(v ?? 0))
+    const values = (await this.store.mget(keys)).map((v, i) => this.withPending(keys[i] as string, v))
     const series = (offset: number): UsageDay[] =>
       dates.flatMap((ms, i) => {
         const usage = values[offset + i] ?? 0

@@ -347,7 +347,8 @@ export class StreamHub {
         const allowance = apps.length > 0 ? await this.usage.allowance(apps).catch((err: unknown) => void log.warn({ err }, 'usage caps unreadable: streaming uncapped')) : undefined
         // The stream only forwards: whatever happens to one client, the batch is done for this node.
         const consumed = this.dispatchBatch(items, allowance ?? undefined)
-        if (consumed.size > 0) await this.usage.flush(consumed).catch((err: unknown) => log.warn({ err }, 'usage counts not written: kept for the next batch'))
+        // Counted in process and written within a second (usage.ts); with the store out they wait for it.
+        if (consumed.size > 0) this.usage.count(consumed)
       }
     })
     return { name: 'stream-deliveries', close: () => this.stop() }
@@ -358,6 +359,7 @@ export class StreamHub {
     this.timers = []
     await this.consumer?.close()
     this.consumer = undefined
+    await this.usage.flush().catch((err: unknown) => this.ctx.log.warn({ err }, 'usage counts not written at shutdown'))
   }
 
   /**

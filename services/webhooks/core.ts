@@ -85,6 +85,8 @@ export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>
         await replay.close()
         await engine.close()
         await client.close()
+        await attempts.flush().catch((err: unknown) => log.warn({ err }, 'chart counters not written at shutdown'))
+        await usageMeter(ctx).flush().catch((err: unknown) => log.warn({ err }, 'usage counts not written at shutdown'))
         cores.delete(ctx)
       })()
       return closing

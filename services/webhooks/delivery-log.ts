@@ -13,6 +13,17 @@ export const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'deliver
 
 export type DeliverySource = 'activity' | 'account-activity'
 
+/** One attempt of a delivery as the console shows it (delivery/attempt-log.ts writes it). */
+export interface AttemptEntry {
+  n: number
+  at: string
+  ms: number
+  status?: number
+  error?: string
+  response_body?: string
+  response_content_type?: string
+}
+
 export interface DeliveryRecord {
   delivery_id: string
   webhook_id: string
@@ -45,6 +56,11 @@ export interface DeliveryRecord {
   resent_at?: string
   /** Attempts made before the last re-send (which starts `attempts` and the schedule over): the console numbers on from them. */
   attempts_before_resend?: number
+  /**
+   * The console's record of each attempt (the last ATTEMPTS_KEPT), kept in the record itself: the
+   * record is rewritten at every outcome anyway, so an attempt's entry costs no write of its own.
+   */
+  attempt_log?: AttemptEntry[]
 }
 
 export interface LogQuery {

@@ -18,7 +18,8 @@ import { sha256Hex } from '../common/auth/records'
  *   webhooks:user:{user_id}         set of webhook ids the user is subscribed to (event routing)
  *   webhooks:delivery:{tag}:{delivery_id} DeliveryRecord (JSON, kept WEBHOOK_LOG_RETENTION)
  *   webhooks:log:{webhook_id}       zset delivery id -> event time (ms): the delivery log
- *   webhooks:attempts:{tag}:{delivery_id} zset of the delivery's attempts (JSON) by number (console)
+ *   webhooks:attempts:{tag}:{delivery_id} zset of a delivery's attempts (JSON) by number: only
+ *                                   read, for records written before records kept their attempts
  *   webhooks:tail:{app_id}          zset of the app's recent attempts (JSON) by time: the live tail
  *   webhooks:stats:{app_id}:{minute}:{field} counter per minute: n, ok, b{i} latency buckets (charts)
  *   webhooks:retries:{tag}          zset "{webhook_id}:{delivery_id}" -> due time (ms): one shard of

@@ -79,7 +79,7 @@ t.test('a batch of deliveries costs one pipelined read and one store batch (memo
   await eventually(() => f.receiver.inFlight === 0, 10_000)
 })
 
-t.test('on Redis the batch is one pipeline of reads and one EVALSHA of writes', async (t) => {
+t.test('on Redis the batch is one pipeline of reads and one MULTI/EXEC of writes', async (t) => {
   const redis = await startRedis(t)
   const store = await redisStore(t, redis)
   const f = await fixture(t, store)
@@ -93,10 +93,11 @@ t.test('on Redis the batch is one pipeline of reads and one EVALSHA of writes', 
   const [read, write] = keyed as [string, string]
   t.ok(f.messages.every((m) => read.includes(WebhookKeys.delivery(String(m.delivery_id)))), 'the read names every record')
   t.equal(f.webhookIds.filter((w) => read.includes(WebhookKeys.config(w))).length, WEBHOOKS, 'and every webhook, in the same pipeline')
-  t.match(write.toLowerCase(), /\r\nevalsha\r\n/, 'the write is one script call')
+  t.match(write.toLowerCase(), /^\*1\r\n\$5\r\nmulti\r\n[\s\S]*\r\nmset\r\n[\s\S]*\r\nexec\r\n$/, 'the write is one transaction, the records in one MSET')
   t.ok(f.messages.every((m) => write.includes(WebhookKeys.delivery(String(m.delivery_id)))), 'carrying every record')
   const calls = callsSince(before, await commandCalls(redis.url))
   t.equal(calls.get('hgetall'), WEBHOOKS, `Redis counted ${calls.get('hgetall')} webhook reads for ${f.messages.length} deliveries`)
+  t.equal(calls.get('type'), undefined, 'no TYPE check of the keys written')
   const stored = await store.mgetJson<DeliveryRecord>(f.messages.map((m) => WebhookKeys.delivery(String(m.delivery_id))))
   t.ok(stored.every((r) => r?.status === 'pending'), 'every record stored')
   f.release()

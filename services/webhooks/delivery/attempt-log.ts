@@ -1,28 +1,25 @@
 import type { Store, StoreOp } from '../../common/store/types'
-import type { DeliveryRecord } from '../delivery-log'
+import type { AttemptEntry, DeliveryRecord } from '../delivery-log'
 import type { HttpOutcome } from '../http-client'
+import { KNOWN_KEYS } from './schedule'
 import { WebhookKeys } from '../keys'
 
 /**
- * What the console shows of delivery attempts, written in the same store
- * batch as the attempt's outcome (the delivery record and its schedule):
+ * What the console shows of delivery attempts:
  *  - each attempt of a delivery (time, status code, the start of the
- *    answer's body, timing), kept as long as the delivery's record;
+ *    answer's body, timing), in the delivery's record (`attempt_log`),
+ *    which the outcome rewrites anyway: no write of its own;
  *  - the app's tail of recent attempts (the live tail reads it, so it works
- *    whichever webhooks process made the attempt);
+ *    whichever webhooks process made the attempt), one ZADD in the
+ *    outcome's batch (the attempts settling together share one command);
  *  - per-minute counters per app (attempts, successes, a latency histogram)
- *    for the charts: deliveries per minute, success rate, p50/p99.
+ *    for the charts: deliveries per minute, success rate, p50/p99. Counted
+ *    in process and written once a second, every counter once per flush,
+ *    so no counter takes a write per attempt; this process's reads include
+ *    what it has not written yet, another's see it a second later.
  */
 
-export interface AttemptEntry {
-  n: number
-  at: string
-  ms: number
-  status?: number
-  error?: string
-  response_body?: string
-  response_content_type?: string
-}
+export type { AttemptEntry } from '../delivery-log'
 
 export interface TailEntry {
   delivery_id: string
@@ -51,6 +48,10 @@ export const LATENCY_BOUNDS_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000
 /** Bytes of a receiver's answer kept with the attempt. */
 export const RESPONSE_BODY_KEEP = 2048
 const TAIL_KEEP_MS = 10 * 60_000
+/** Attempts a record keeps (a delivery re-sent over and over keeps its latest). */
+const ATTEMPTS_KEPT = 50
+/** How long chart counters stay in the process before they are written. */
+const STATS_FLUSH_MS = 1000
 const STATS_KEEP_MS = 25 * 3_600_000
 const MINUTE = 60_000
 
@@ -95,13 +96,20 @@ export function quantile(counts: number[], q: number): number | null {
 
 export class AttemptLog {
   private writes = 0
+  /** Chart counters not written yet, per key. */
+  private pendingStats = new Map<string, number>()
+  private flushTimer: NodeJS.Timeout | undefined
 
   constructor(
     private readonly store: Store,
     private readonly retentionMs: number
   ) {}
 
-  /** The store writes recording one attempt (the caller may batch them with its own). */
+  /**
+   * Records one attempt: its entry goes into `record.attempt_log` (the caller
+   * writes the record), its chart counts into this process's counters, and
+   * the returned writes (the tail's entry) into the caller's batch.
+   */
   ops(record: DeliveryRecord, out: HttpOutcome, now = Date.now()): StoreOp[] {
     // Numbered across re-sends: a re-send starts `attempts` over, not the delivery's history.
     const n = (record.attempts_before_resend ?? 0) + record.attempts + 1
@@ -120,23 +128,40 @@ export class AttemptLog {
     }
     const eventType = recordEventType(record)
     if (eventType !== undefined) tail.event_type = eventType
+    record.attempt_log = [...(record.attempt_log ?? []), attempt].slice(-ATTEMPTS_KEPT)
     const minute = Math.floor(now / MINUTE) * MINUTE
-    const stat = (field: string): string => WebhookKeys.stats(record.app_id, minute, field)
-    const fields = ['n', `b${bucketOf(attempt.ms)}`, ...(ok ? ['ok'] : [])]
-    return [
-      { op: 'zadd', key: WebhookKeys.attempts(record.delivery_id), score: n, member: JSON.stringify(attempt) },
-      { op: 'pexpire', key: WebhookKeys.attempts(record.delivery_id), ttlMs: this.retentionMs },
-      { op: 'zadd', key: WebhookKeys.tail(record.app_id), score: now, member: JSON.stringify(tail) },
-      ...fields.flatMap((f): StoreOp[] => [
-        { op: 'incr', key: stat(f), by: 1 },
-        { op: 'pexpire', key: stat(f), ttlMs: STATS_KEEP_MS }
-      ])
-    ]
+    for (const f of ['n', `b${bucketOf(attempt.ms)}`, ...(ok ? ['ok'] : [])]) {
+      const key = WebhookKeys.stats(record.app_id, minute, f)
+      this.pendingStats.set(key, (this.pendingStats.get(key) ?? 0) + 1)
+    }
+    this.flushTimer ??= setTimeout(() => void this.flush().catch(() => undefined), STATS_FLUSH_MS).unref()
+    return [{ op: 'zadd', key: WebhookKeys.tail(record.app_id), score: now, member: JSON.stringify(tail) }]
   }
 
-  /** Records one attempt on its own (the delivery engine batches ops() with the record's own writes instead). */
+  /** Writes the chart counters counted so far (kept for the next flush when the store refuses). */
+  async flush(): Promise<void> {
+    clearTimeout(this.flushTimer)
+    this.flushTimer = undefined
+    const taken = this.pendingStats
+    this.pendingStats = new Map()
+    if (taken.size === 0) return
+    const ops: StoreOp[] = []
+    for (const [key, by] of taken) ops.push({ op: 'incr', key, by }, { op: 'pexpire', key, ttlMs: STATS_KEEP_MS })
+    try {
+      await this.store.batch(ops, KNOWN_KEYS)
+    } catch (err) {
+      for (const [key, by] of taken) this.pendingStats.set(key, (this.pendingStats.get(key) ?? 0) + by)
+      this.flushTimer ??= setTimeout(() => void this.flush().catch(() => undefined), STATS_FLUSH_MS).unref()
+      throw err
+    }
+  }
+
+  /** Records one attempt on its own, its record included (the delivery engine batches ops() with its own writes instead). */
   async record(record: DeliveryRecord, out: HttpOutcome, now = Date.now()): Promise<void> {
-    await this.store.batch(this.ops(record, out, now))
+    const ops = this.ops(record, out, now)
+    ops.push({ op: 'set', key: WebhookKeys.delivery(record.delivery_id), value: JSON.stringify(record), ttlMs: this.retentionMs })
+    await this.store.batch(ops, KNOWN_KEYS)
+    await this.flush()
     await this.trimTail(record.app_id, now)
   }
 
@@ -147,7 +172,10 @@ export class AttemptLog {
     if (old.length > 0) await this.store.zrem(WebhookKeys.tail(appId), ...old.map((m) => m.member))
   }
 
+  /** The delivery's attempts, oldest first (records written before they kept them: the old per-delivery set). */
   async attempts(deliveryId: string): Promise<AttemptEntry[]> {
+    const record = await this.store.getJson<DeliveryRecord>(WebhookKeys.delivery(deliveryId))
+    if (record?.attempt_log) return record.attempt_log
     return (await this.store.zrange(WebhookKeys.attempts(deliveryId), 0, -1)).map((m) => JSON.parse(m.member) as AttemptEntry)
   }
 
@@ -172,7 +200,8 @@ export class AttemptLog {
     const minutes: number[] = []
     for (let m = lastMinute - spanMs + MINUTE; m <= lastMinute; m += MINUTE) minutes.push(m)
     const fields = ['n', 'ok', ...LATENCY_BOUNDS_MS.map((_, i) => `b${i}`)]
-    const values = await this.store.mget(minutes.flatMap((m) => fields.map((f) => WebhookKeys.stats(appId, m, f))))
+    const keys = minutes.flatMap((m) => fields.map((f) => WebhookKeys.stats(appId, m, f)))
+    const values = (await this.store.mget(keys)).map((v, i) => String(Number(v ?? 0) + (this.pendingStats.get(keys[i] as string) ?? 0)))
     const perBucket = Math.max(1, Math.round(bucketMs / MINUTE))
     const points: StatsPoint[] = []
     let total = 0

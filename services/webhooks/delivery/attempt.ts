@@ -11,6 +11,7 @@ import type { Webhook, WebhookRegistry } from '../registry'
 import { saveOp } from './rescheduling'
 import { dueAt, unscheduled } from './schedule'
 import { deadLetterEvent, type Failure, parseRetryAfter, withJitter } from './retry-policy'
+import { KNOWN_KEYS } from './schedule'
 import { SIGNATURE_HEADER, webhookSignature } from '../signature'
 
 /**
@@ -57,7 +58,7 @@ export class AttemptRunner {
     private readonly deps: AttemptRunnerDeps,
     private readonly options: AttemptRunnerOptions
   ) {
-    this.writer = new WriteCoalescer(deps.store)
+    this.writer = new WriteCoalescer(deps.store, undefined, KNOWN_KEYS)
   }
 
   count(outcome: DeliveryOutcome): void {

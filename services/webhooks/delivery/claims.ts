@@ -3,6 +3,7 @@ import type { Store, StoreOp } from '../../common/store/types'
 import type { DeliveryRecord } from '../delivery-log'
 import { WebhookKeys } from '../keys'
 import type { Webhook, WebhookRegistry } from '../registry'
+import { KNOWN_KEYS } from './schedule'
 import { dueAt, unscheduled } from './schedule'
 
 /**
@@ -84,6 +85,6 @@ export async function claimDue(deps: ClaimDeps, due: DueDelivery[], now = Date.n
       held.push({ ...d, record, leaseUntil, webhook, app: webhook ? appOf.get(webhook.app_id) : undefined })
     }
   })
-  if (ops.length > 0) await store.batch(ops)
+  if (ops.length > 0) await store.batch(ops, KNOWN_KEYS)
   return held
 }

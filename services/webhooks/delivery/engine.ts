@@ -17,6 +17,7 @@ import { Lanes } from './lanes'
 import type { WebhookMetrics } from '../metrics'
 import { PollingWorker } from '../polling'
 import type { Webhook, WebhookRegistry } from '../registry'
+import { KNOWN_KEYS } from './schedule'
 import { pullForward, resend, type ReschedulingDeps } from './rescheduling'
 
 export { parseRetryAfter, withJitter } from './retry-policy'
@@ -131,7 +132,7 @@ export class DeliveryEngine {
   ) {
     this.leaseMs = deps.client.timeoutMs + 30_000
     this.runner = new AttemptRunner(deps, options)
-    this.releases = new WriteCoalescer(deps.store)
+    this.releases = new WriteCoalescer(deps.store, undefined, KNOWN_KEYS)
     this.claimDeps = { store: deps.store, registry: deps.registry, nodeId: this.nodeId, leaseMs: this.leaseMs }
     this.lanes = new Lanes<Prepared>(options.concurrency, {
       run: (webhookId, { fresh }) => this.preparedAttempt(webhookId, fresh),
@@ -183,24 +184,27 @@ export class DeliveryEngine {
       const record = newRecord(d, now)
       const startHere = this.lanes.hasRoom(d.webhook_id)
       ops.push(
-        { op: 'set', key: WebhookKeys.delivery(d.delivery_id), value: JSON.stringify(record), ttlMs: this.options.retentionMs },
+        // No expiry while pending: its final write (delivered, failed, cancelled) gives it the log's
+        // retention. Without one, a batch's records go in one MSET per hash slot.
+        { op: 'set', key: WebhookKeys.delivery(d.delivery_id), value: JSON.stringify(record) },
         { op: 'zadd', key: WebhookKeys.log(d.webhook_id), score: record.event_time, member: d.delivery_id },
         dueAt(entry, startHere ? now + this.leaseMs : now)
       )
       if (startHere) starts.push({ d, fresh: { record, leaseUntil: now + this.leaseMs, webhook, app: appOf.get(d.app_id) } })
       results.push('accepted')
     })
-    await Promise.all([ops.length > 0 ? store.batch(ops) : undefined, ...repairs])
+    // Replicated: the consumer commits its offsets once this returns.
+    await Promise.all([ops.length > 0 ? store.batch(ops, { ...KNOWN_KEYS, replicated: true }) : undefined, ...repairs])
     const refused = starts.filter(({ d, fresh }) => !this.lanes.submit(d.webhook_id, d.delivery_id, fresh))
     if (refused.length > 0) {
       const due = Date.now()
-      await store.batch(refused.map(({ d }) => dueAt({ webhookId: d.webhook_id, deliveryId: d.delivery_id }, due)))
+      await store.batch(refused.map(({ d }) => dueAt({ webhookId: d.webhook_id, deliveryId: d.delivery_id }, due)), KNOWN_KEYS)
     }
     return results
   }
 
   private async repairSchedule(entry: Scheduled): Promise<void> {
-    if ((await scheduledAt(this.deps.store, entry)) === undefined) await this.deps.store.batch([dueAt(entry, Date.now())])
+    if ((await scheduledAt(this.deps.store, entry)) === undefined) await this.deps.store.batch([dueAt(entry, Date.now())], { ...KNOWN_KEYS, replicated: true })
   }
 
   // ------------------------------------------------------------ attempts
@@ -319,7 +323,7 @@ export class DeliveryEngine {
       if (this.lanes.submit(c.webhookId, c.deliveryId, { ...c, claimed: true })) started++
       else giveBack.push(...releaseOps(c, giveBackAt)) // closing meanwhile
     }
-    if (giveBack.length > 0) await this.deps.store.batch(giveBack)
+    if (giveBack.length > 0) await this.deps.store.batch(giveBack, KNOWN_KEYS)
     // The lanes it saw are asked again now, not as planned: their attempts ran on while the claims were
     // written, so a lane planned full may have room again. A full one is marked to call for the next
     // pass once it has drained by half (a lane planned full that was not marked drained without a
@@ -376,7 +380,7 @@ export class DeliveryEngine {
       .flatMap(({ webhookId, deliveryId, fresh }) =>
         fresh.claimed ? releaseOps({ webhookId, deliveryId }, now) : [dueAt({ webhookId, deliveryId }, now)]
       )
-    if (handBack.length > 0) await this.deps.store.batch(handBack).catch((err: unknown) => this.deps.logger.warn({ err }, 'could not hand queued deliveries back'))
+    if (handBack.length > 0) await this.deps.store.batch(handBack, KNOWN_KEYS).catch((err: unknown) => this.deps.logger.warn({ err }, 'could not hand queued deliveries back'))
     await this.lanes.idle()
     await Promise.allSettled([...this.writing])
   }

@@ -1,6 +1,7 @@
 import type { Store, StoreOp } from '../../common/store/types'
 import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from '../delivery-log'
 import { WebhookKeys } from '../keys'
+import { KNOWN_KEYS } from './schedule'
 import { dueAt } from './schedule'
 
 /**
@@ -36,7 +37,7 @@ export async function pullForward(deps: ReschedulingDeps, webhookId: string): Pr
       const record = await deps.log.get(listed.delivery_id)
       if (!record || record.status !== 'pending' || record.next_attempt_at <= now) continue
       record.next_attempt_at = now
-      await store.batch([saveOp(record, deps.retentionMs), dueAt({ webhookId, deliveryId: record.delivery_id }, now)])
+      await store.batch([saveOp(record, deps.retentionMs), dueAt({ webhookId, deliveryId: record.delivery_id }, now)], KNOWN_KEYS)
       moved++
     } finally {
       await store.del(claim)
@@ -72,6 +73,6 @@ export async function resend(deps: ReschedulingDeps, webhookId: string, filter: 
     delete again.delivered_at
     ops.push(saveOp(again, deps.retentionMs), dueAt({ webhookId, deliveryId: r.delivery_id }, now))
   }
-  if (ops.length > 0) await deps.store.batch(ops)
+  if (ops.length > 0) await deps.store.batch(ops, KNOWN_KEYS)
   return ops.length / 2
 }

@@ -26,6 +26,13 @@ export interface DueEntry extends Scheduled {
   dueAt: number
 }
 
+/**
+ * How the delivery path writes its batches: every key it writes is its own,
+ * of a type fixed by its name (the service's keyspace, keys.ts), so the
+ * store need not check each key's type first (Store.batch `trusted`).
+ */
+export const KNOWN_KEYS = { trusted: true } as const
+
 const KEY_PREFIX = 'webhooks:retries:'
 
 function shardKey(tag: string): string {

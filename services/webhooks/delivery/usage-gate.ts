@@ -4,6 +4,7 @@ import type { Store, StoreOp } from '../../common/store/types'
 import { USAGE_KEEP_MS, type UsageMeter } from '../../common/usage'
 import type { AcceptResult, DeliveryEngine, NewDelivery } from './engine'
 import type { WebhookMetrics } from '../metrics'
+import { KNOWN_KEYS } from './schedule'
 import { PollingWorker } from '../polling'
 
 /**
@@ -21,8 +22,9 @@ import { PollingWorker } from '../polling'
  *
  * Store cost per batch: the caps and counters come from the meter (read at
  * most once a second per app, one pipelined read), the deliveries' own
- * batch is the engine's, and one more batch writes the batch's counts with
- * its holds and releases. Only deliveries the engine accepted as new are
+ * batch is the engine's, and one more batch writes its holds and releases
+ * when it has any. The counts go to the meter, which writes them within a
+ * second for the whole process (services/common/usage.ts). Only deliveries the engine accepted as new are
  * counted: a redelivered message (the bus is at least once) is a duplicate
  * there and counts nothing.
  */
@@ -85,9 +87,9 @@ export class UsageGate {
       if (accepted[i] === 'accepted') counts.set(d.app_id, (counts.get(d.app_id) ?? 0) + 1)
       if (released) ops.push({ op: 'zrem', key: HeldKeys.queue(d.app_id), members: [d.delivery_id] }, { op: 'del', key: HeldKeys.delivery(d.delivery_id) })
     })
-    ops.push(...this.meter.countOps(counts))
-    if (ops.length > 0) await this.store.batch(ops)
-    this.meter.noteCounted(counts)
+    // Replicated: the consumer commits its offsets once this returns.
+    if (ops.length > 0) await this.store.batch(ops, { ...KNOWN_KEYS, replicated: true })
+    this.meter.count(counts)
     const held = decided.filter((x) => x === 'held').length
     if (held > 0 && !released) {
       this.metrics.deliveries.inc({ outcome: 'usage_held' }, held)

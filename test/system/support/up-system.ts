@@ -85,7 +85,9 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
   const files = state.supervisor
   if (!files || !state.redisUrl || !state.kafkaBrokers || !state.proxy) throw new Error(`incomplete state: ${JSON.stringify(state)}`)
 
-  const store: Store = await RedisStore.connect(state.redisUrl, createLogger('silent', 'up-faults-store'))
+  const store: Store = state.redisClusterNodes
+    ? await RedisStore.connectCluster(state.redisClusterNodes, createLogger('silent', 'up-faults-store'))
+    : await RedisStore.connect(state.redisUrl, createLogger('silent', 'up-faults-store'))
   t.teardown(() => store.close())
   const bus: Bus = await KafkaBus.connect({ brokers: state.kafkaBrokers, clientId: `up-faults-${process.pid}`, log: createLogger('silent', 'up-faults-bus'), ...TEST_KAFKA_TIMINGS })
   t.teardown(() => bus.close())
