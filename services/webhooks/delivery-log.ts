@@ -1,4 +1,4 @@
-import type { Store } from '../common/store/types'
+import type { Store, StoreOp } from '../common/store/types'
 import { WebhookKeys } from './keys'
 
 /**
@@ -61,6 +61,11 @@ export interface DeliveryRecord {
    * record is rewritten at every outcome anyway, so an attempt's entry costs no write of its own.
    */
   attempt_log?: AttemptEntry[]
+}
+
+/** The write that lists a delivery in its webhook's log (by event time). */
+export function logEntryOp(record: Pick<DeliveryRecord, 'webhook_id' | 'delivery_id' | 'event_time'>): StoreOp {
+  return { op: 'zadd', key: WebhookKeys.log(record.webhook_id), score: record.event_time, member: record.delivery_id }
 }
 
 export interface LogQuery {

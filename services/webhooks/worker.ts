@@ -1,7 +1,7 @@
 import { TOPICS, type BusMessage, type Consumer } from '../common/bus/types'
 import type { Worker } from '../common/service'
 import type { WebhooksCore } from './core'
-import { type ConsumerDeps, onDeliveries, onEvents } from './delivery'
+import { type ConsumerDeps, FIRST_ATTEMPT_HANDOVER_MS, onDeliveries, onEvents } from './delivery'
 import { PollingWorker } from './polling'
 
 /**
@@ -29,8 +29,8 @@ export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
 
   // Both groups join at once: on Kafka a join takes seconds (the group's rebalance delay), and they are independent.
   const joined = await Promise.allSettled([
-    ctx.bus.subscribe({ groupId: DELIVERY_GROUP, topics: [TOPICS.activityDeliveries], batchHandler: onDeliveriesBatch, maxBatch: DELIVERY_BATCH }),
-    ctx.bus.subscribe({ groupId: ACCOUNT_ACTIVITY_GROUP, topics: [TOPICS.activityEvents], batchHandler: onEventsBatch, maxBatch: DELIVERY_BATCH })
+    ctx.bus.subscribe({ groupId: DELIVERY_GROUP, topics: [TOPICS.activityDeliveries], batchHandler: onDeliveriesBatch, maxBatch: DELIVERY_BATCH, handoverMs: FIRST_ATTEMPT_HANDOVER_MS }),
+    ctx.bus.subscribe({ groupId: ACCOUNT_ACTIVITY_GROUP, topics: [TOPICS.activityEvents], batchHandler: onEventsBatch, maxBatch: DELIVERY_BATCH, handoverMs: FIRST_ATTEMPT_HANDOVER_MS })
   ])
   const consumers: Consumer[] = joined.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))
   const refused = joined.find((r): r is PromiseRejectedResult => r.status === 'rejected')

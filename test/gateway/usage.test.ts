@@ -179,7 +179,10 @@ t.test('a webhook app over its daily cap: 429 usage-capped on replay and stream,
   await eventually(() => hook.receiver.accepted.length >= 5, 15_000)
   const texts = hook.receiver.accepted.map((p) => (JSON.parse(p.body) as { data: { payload: { text: string } } }).data.payload.text)
   t.same(texts.slice(2).sort(), ['capped 2', 'capped 3', 'capped 4'], 'the held ones, none lost')
+  // A release is counted and leaves its queue once its deliveries are durable: their first attempts' outcomes.
+  await eventually(async () => (await rt.ctx.store.zcard(HeldKeys.queue(appId))) === 0, 5000).catch(() => undefined)
   t.equal(await rt.ctx.store.zcard(HeldKeys.queue(appId)), 0, 'nothing left held')
+  await eventually(async () => appUsage(await usage(rt, hook.id.bearer), appId) === 5, 5000).catch(() => undefined)
   t.equal(appUsage(await usage(rt, hook.id.bearer), appId), 5, 'usage equals what was delivered')
 
   // Back to the default (none): null.

@@ -1,4 +1,4 @@
-import { isScheduleKey } from '../../services/webhooks/delivery/schedule'
+import { isScheduleKey, scheduleSize } from '../../services/webhooks/delivery/schedule'
 import t, { type Test } from 'tap'
 import type { Runtime } from '../../services/common/runtime'
 import { MemoryStore } from '../../services/common/store/memory'
@@ -14,10 +14,12 @@ import { deliveryMessage, eventually, gate, publishDeliveries, startReceiver, st
  * The webhooks intake costs two store round trips per consumed batch,
  * whatever its size: one pipelined read (the batch's webhooks, apps and
  * existing records) and one store batch writing every record, log entry and
- * schedule entry. Counted in memory with a store that groups the calls of
- * one event-loop turn into a round (store-rounds.ts), and on Redis by the
- * ioredis client's socket writes (one auto-pipeline, one write) and Redis's
- * own command counts.
+ * schedule entry of the deliveries not answered within FIRST_ATTEMPT_WAIT_MS
+ * (this fixture's receiver holds every POST: all of them). Counted in memory
+ * with a store that groups the calls of one event-loop turn into a round
+ * (store-rounds.ts), and on Redis by the ioredis client's socket writes (one
+ * auto-pipeline, one write) and Redis's own command counts. And deliveries
+ * answered at once are written once each: their outcome is their only write.
  */
 
 const WEBHOOKS = 3
@@ -57,8 +59,9 @@ t.test('a batch of deliveries costs one pipelined read and one store batch (memo
   const f = await fixture(t, store)
   const from = rounds.length
   await publishDeliveries(f.rt, f.messages)
-  // Every first attempt started (held by the receiver): intake is over, and no attempt has written yet.
+  // Every first attempt started (held by the receiver), and stored as pending once the wait for them ended.
   await eventually(() => f.receiver.posts.length === f.messages.length, 10_000)
+  await eventually(async () => (await memory.mgetJson<DeliveryRecord>(f.messages.map((m) => WebhookKeys.delivery(String(m.delivery_id))))).every((r) => r?.status === 'pending'), 10_000)
   const batchRounds = rounds.slice(from)
   const deliveryKeys = new Set(f.messages.map((m) => WebhookKeys.delivery(String(m.delivery_id))))
 
@@ -88,6 +91,9 @@ t.test('on Redis the batch is one pipeline of reads and one MULTI/EXEC of writes
   t.teardown(() => writes.restore())
   await publishDeliveries(f.rt, f.messages)
   await eventually(() => f.receiver.posts.length === f.messages.length, 10_000)
+  // Watched over a connection of its own: the socket writes counted are the service's.
+  const watcher = await redisStore(t, redis)
+  await eventually(async () => (await watcher.mgetJson<DeliveryRecord>(f.messages.map((m) => WebhookKeys.delivery(String(m.delivery_id))))).every((r) => r?.status === 'pending'), 10_000)
   const keyed = writes.writes.filter((w) => f.messages.some((m) => w.includes(WebhookKeys.delivery(String(m.delivery_id)))))
   t.equal(keyed.length, 2, `the batch's records went over the socket in ${keyed.length} writes (one read pipeline, one write batch)`)
   const [read, write] = keyed as [string, string]
@@ -102,4 +108,25 @@ t.test('on Redis the batch is one pipeline of reads and one MULTI/EXEC of writes
   t.ok(stored.every((r) => r?.status === 'pending'), 'every record stored')
   f.release()
   await eventually(() => f.receiver.inFlight === 0, 10_000)
+})
+
+t.test('on Redis a delivery answered at once is written once: its outcome, no pending record, no schedule entry', async (t) => {
+  const redis = await startRedis(t)
+  const store = await redisStore(t, redis)
+  const f = await fixture(t, store)
+  f.release()
+  const before = await commandCalls(redis.url)
+  await publishDeliveries(f.rt, f.messages)
+  const keys = f.messages.map((m) => WebhookKeys.delivery(String(m.delivery_id)))
+  await eventually(async () => (await store.mgetJson<DeliveryRecord>(keys)).every((r) => r?.status === 'delivered'), 10_000)
+  const calls = callsSince(before, await commandCalls(redis.url))
+  t.equal(calls.get('set'), f.messages.length, `one SET per delivery (${calls.get('set')} for ${f.messages.length}): the record as delivered`)
+  t.equal(calls.get('mset'), undefined, 'no pending record was written')
+  t.equal(calls.get('zrem'), undefined, 'no schedule entry to remove')
+  t.ok((calls.get('zadd') ?? 0) < f.messages.length, `log and tail entries in fewer ZADDs than deliveries (${calls.get('zadd')})`)
+  t.equal(await scheduleSize(store), 0, 'and nothing on the schedule')
+  t.equal(calls.get('type'), undefined, 'no TYPE check')
+  const records = await store.mgetJson<DeliveryRecord>(keys)
+  t.ok(records.every((r) => r?.attempt_log?.length === 1 && r.attempts === 1), 'each record carries its one attempt')
+  t.equal((await f.rt.ctx.store.zcard(WebhookKeys.log(f.webhookIds[0] as string))), PER_WEBHOOK, 'and is listed in its webhook log')
 })

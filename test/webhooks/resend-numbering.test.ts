@@ -31,7 +31,7 @@ t.test('attempts are numbered across re-sends', async (t) => {
 
   /** One attempt as the runner records it: the console's entry, then the record counts it. */
   const attempt = async (out: HttpOutcome, status: DeliveryRecord['status']): Promise<void> => {
-    await store.batch(attemptLog.ops(record, out))
+    attemptLog.note(record, out)
     record = { ...record, attempts: record.attempts + 1, status }
     await store.batch([saveOp(record, RETENTION)])
   }

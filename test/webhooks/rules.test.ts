@@ -2,7 +2,7 @@ import t from 'tap'
 import { accountActivityBody, accountActivityDeliveryId, accountActivityEntry, messageTypeFor } from '../../services/webhooks/account-activity'
 import { eventTypeOf } from '../../services/webhooks/delivery/attempt-log'
 import { CRC_GRACE_MS, crcUpdate } from '../../services/webhooks/crc'
-import { parseRetryAfter, withJitter } from '../../services/webhooks/delivery/engine'
+import { parseRetryAfter, withJitter } from '../../services/webhooks/delivery/retry-policy'
 import { bodyValidationProblem, ECHO_MAX_CHARS, echoValue } from '../../services/webhooks/problems'
 import type { Webhook } from '../../services/webhooks/registry'
 

@@ -172,6 +172,19 @@ export class KafkaBusConsumer implements Consumer {
       }
       // Partitions that went to other members: their queues go, their new owners read on from the commits.
       const assigned = event.payload.memberAssignment
+      // Partitions that came from another member wait out its handover (SubscribeOptions.handoverMs).
+      const handover = this.options.handoverMs ?? 0
+      if (handover > 0) {
+        const until = new Promise<void>((resolve) => setTimeout(resolve, handover).unref())
+        for (const [topic, partitions] of Object.entries(assigned)) {
+          for (const partition of partitions) {
+            if ((this.assignment[topic] ?? []).includes(partition)) continue
+            const key = `${topic}\u0000${partition}`
+            const before = this.retired.get(key)
+            this.retired.set(key, before ? Promise.all([before, until]).then(() => undefined) : until)
+          }
+        }
+      }
       for (const [key, q] of this.queues) {
         if (!(assigned[q.topic] ?? []).includes(q.partition)) {
           q.revoke()

@@ -67,6 +67,12 @@ export interface SubscribeOptions {
   batchHandler?: BatchHandler
   /** Most messages per batchHandler call (default DEFAULT_MAX_BATCH). */
   maxBatch?: number
+  /**
+   * A partition that comes to this member from another (a rebalance) is handled only this long
+   * after the join: the previous owner's handler may still be finishing work it will commit, and
+   * starting at once would handle those records a second time. Default 0.
+   */
+  handoverMs?: number
   /** Failures of one message (not an outage) before it goes to the dead-letter topic; default DEFAULT_MAX_ATTEMPTS, 0: never. */
   maxAttempts?: number
   /** Where a message that kept failing goes (default TOPICS.busDeadLetter). */

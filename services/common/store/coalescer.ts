@@ -37,7 +37,12 @@ export class WriteCoalescer {
     private readonly store: Pick<Store, 'batch'>,
     private readonly maxOps = DEFAULT_MAX_OPS,
     /** How each batch is written (a writer of its own known keys passes `trusted`). */
-    private readonly options: BatchOptions = {}
+    private readonly options: BatchOptions = {},
+    /**
+     * How long the first write of a batch waits for others (0: the rest of the turn only). Writers
+     * whose callers do not wait on them for a request's answer trade a few ms for fewer batches.
+     */
+    private readonly lingerMs = 0
   ) {}
 
   /** Resolves once `ops` (with whatever else was handed in this turn) are written. */
@@ -49,7 +54,8 @@ export class WriteCoalescer {
       if (this.ops.length >= this.maxOps) this.flush()
       else if (!this.scheduled) {
         this.scheduled = true
-        setImmediate(() => this.flush())
+        if (this.lingerMs > 0) setTimeout(() => this.flush(), this.lingerMs)
+        else setImmediate(() => this.flush())
       }
     })
   }

@@ -10,8 +10,8 @@ import { WebhookKeys } from '../keys'
  *    answer's body, timing), in the delivery's record (`attempt_log`),
  *    which the outcome rewrites anyway: no write of its own;
  *  - the app's tail of recent attempts (the live tail reads it, so it works
- *    whichever webhooks process made the attempt), one ZADD in the
- *    outcome's batch (the attempts settling together share one command);
+ *    whichever webhooks process made the attempt), kept in process and
+ *    written once a second with the counters below (one ZADD per app);
  *  - per-minute counters per app (attempts, successes, a latency histogram)
  *    for the charts: deliveries per minute, success rate, p50/p99. Counted
  *    in process and written once a second, every counter once per flush,
@@ -98,6 +98,8 @@ export class AttemptLog {
   private writes = 0
   /** Chart counters not written yet, per key. */
   private pendingStats = new Map<string, number>()
+  /** Tail entries not written yet, per app. */
+  private pendingTail = new Map<string, Array<{ score: number; member: string }>>()
   private flushTimer: NodeJS.Timeout | undefined
 
   constructor(
@@ -106,11 +108,11 @@ export class AttemptLog {
   ) {}
 
   /**
-   * Records one attempt: its entry goes into `record.attempt_log` (the caller
-   * writes the record), its chart counts into this process's counters, and
-   * the returned writes (the tail's entry) into the caller's batch.
+   * Notes one attempt: its entry goes into `record.attempt_log` (the caller
+   * writes the record), its tail entry and chart counts into this process's
+   * buffers, written within STATS_FLUSH_MS.
    */
-  ops(record: DeliveryRecord, out: HttpOutcome, now = Date.now()): StoreOp[] {
+  note(record: DeliveryRecord, out: HttpOutcome, now = Date.now()): void {
     // Numbered across re-sends: a re-send starts `attempts` over, not the delivery's history.
     const n = (record.attempts_before_resend ?? 0) + record.attempts + 1
     const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
@@ -134,8 +136,10 @@ export class AttemptLog {
       const key = WebhookKeys.stats(record.app_id, minute, f)
       this.pendingStats.set(key, (this.pendingStats.get(key) ?? 0) + 1)
     }
+    const tails = this.pendingTail.get(record.app_id) ?? []
+    tails.push({ score: now, member: JSON.stringify(tail) })
+    this.pendingTail.set(record.app_id, tails)
     this.flushTimer ??= setTimeout(() => void this.flush().catch(() => undefined), STATS_FLUSH_MS).unref()
-    return [{ op: 'zadd', key: WebhookKeys.tail(record.app_id), score: now, member: JSON.stringify(tail) }]
   }
 
   /** Writes the chart counters counted so far (kept for the next flush when the store refuses). */
@@ -143,13 +147,17 @@ export class AttemptLog {
     clearTimeout(this.flushTimer)
     this.flushTimer = undefined
     const taken = this.pendingStats
+    const tails = this.pendingTail
     this.pendingStats = new Map()
-    if (taken.size === 0) return
+    this.pendingTail = new Map()
+    if (taken.size === 0 && tails.size === 0) return
     const ops: StoreOp[] = []
     for (const [key, by] of taken) ops.push({ op: 'incr', key, by }, { op: 'pexpire', key, ttlMs: STATS_KEEP_MS })
+    for (const [appId, entries] of tails) for (const e of entries) ops.push({ op: 'zadd', key: WebhookKeys.tail(appId), score: e.score, member: e.member })
     try {
       await this.store.batch(ops, KNOWN_KEYS)
     } catch (err) {
+      for (const [appId, entries] of tails) this.pendingTail.set(appId, [...entries, ...(this.pendingTail.get(appId) ?? [])])
       for (const [key, by] of taken) this.pendingStats.set(key, (this.pendingStats.get(key) ?? 0) + by)
       this.flushTimer ??= setTimeout(() => void this.flush().catch(() => undefined), STATS_FLUSH_MS).unref()
       throw err
@@ -158,9 +166,8 @@ export class AttemptLog {
 
   /** Records one attempt on its own, its record included (the delivery engine batches ops() with its own writes instead). */
   async record(record: DeliveryRecord, out: HttpOutcome, now = Date.now()): Promise<void> {
-    const ops = this.ops(record, out, now)
-    ops.push({ op: 'set', key: WebhookKeys.delivery(record.delivery_id), value: JSON.stringify(record), ttlMs: this.retentionMs })
-    await this.store.batch(ops, KNOWN_KEYS)
+    this.note(record, out, now)
+    await this.store.batch([{ op: 'set', key: WebhookKeys.delivery(record.delivery_id), value: JSON.stringify(record), ttlMs: this.retentionMs }], KNOWN_KEYS)
     await this.flush()
     await this.trimTail(record.app_id, now)
   }
@@ -182,13 +189,20 @@ export class AttemptLog {
   /** The app's attempts with time > `after` (ms), oldest first. */
   async tailSince(appId: string, after: number, limit = 200): Promise<TailEntry[]> {
     const members = await this.store.zrangeByScore(WebhookKeys.tail(appId), after + 1, Number.MAX_SAFE_INTEGER, { limit })
-    return members.map((m) => JSON.parse(m.member) as TailEntry)
+    return this.withPendingTail(appId, members).filter((e) => e.at > after).slice(0, limit)
   }
 
   /** The newest `limit` attempts of the app, oldest first. */
   async tailLatest(appId: string, limit: number): Promise<TailEntry[]> {
     const members = await this.store.zrangeByScore(WebhookKeys.tail(appId), 0, Number.MAX_SAFE_INTEGER, { limit, reverse: true })
-    return members.map((m) => JSON.parse(m.member) as TailEntry).reverse()
+    return this.withPendingTail(appId, members).slice(-limit)
+  }
+
+  /** Stored tail entries with this process's not yet written ones, oldest first. */
+  private withPendingTail(appId: string, stored: Array<{ member: string; score: number }>): TailEntry[] {
+    const all = [...stored, ...(this.pendingTail.get(appId) ?? [])].sort((a, b) => a.score - b.score)
+    const seen = new Set<string>()
+    return all.filter((m) => (seen.has(m.member) ? false : (seen.add(m.member), true))).map((m) => JSON.parse(m.member) as TailEntry)
   }
 
   /**

@@ -4,7 +4,8 @@ import { TOPICS, type Bus } from '../../common/bus/types'
 import { WriteCoalescer } from '../../common/store/coalescer'
 import type { Store, StoreOp } from '../../common/store/types'
 import { type AttemptLog, RESPONSE_BODY_KEEP } from './attempt-log'
-import type { DeliveryRecord, DeliveryStatus } from '../delivery-log'
+import { logEntryOp, type DeliveryRecord, type DeliveryStatus } from '../delivery-log'
+import type { FirstAttempt } from './first-attempt'
 import type { HttpOutcome, WebhookClient } from '../http-client'
 import type { DeliveryOutcome, WebhookMetrics } from '../metrics'
 import type { Webhook, WebhookRegistry } from '../registry'
@@ -47,18 +48,26 @@ export interface AttemptRunnerOptions {
   retentionMs: number
 }
 
+/** How long an outcome's write waits for others' (the receiver has its answer already). */
+const OUTCOME_LINGER_MS = 10
+
 export class AttemptRunner {
   /**
    * An attempt's outcome (its record, its schedule entry, the console's record of it) is one
    * set of writes; attempts settling in the same turn share one store batch.
    */
   private readonly writer: WriteCoalescer
+  /** Records of first attempts made before anything of them was stored (first-attempt.ts). */
+  private readonly firsts = new WeakMap<DeliveryRecord, FirstAttempt>()
 
   constructor(
     private readonly deps: AttemptRunnerDeps,
     private readonly options: AttemptRunnerOptions
   ) {
-    this.writer = new WriteCoalescer(deps.store, undefined, KNOWN_KEYS)
+    // Replicated: a first attempt's outcome may be what makes its delivery durable before the bus commit.
+    // Lingering: the outcomes of a few ms share one batch (its commands merge: one ZADD per webhook
+    // log, one transaction) instead of a batch per answer when answers come one at a time.
+    this.writer = new WriteCoalescer(deps.store, undefined, { ...KNOWN_KEYS, replicated: true }, OUTCOME_LINGER_MS)
   }
 
   count(outcome: DeliveryOutcome): void {
@@ -70,8 +79,10 @@ export class AttemptRunner {
    * Resolves once the POST has its answer (or none), with `written`, which resolves once the
    * outcome is stored: a caller that bounds attempts per receiver (the lanes) frees the receiver's
    * slot at the answer, since the store round trips after it are not the receiver's.
+   * `first`: a first attempt made before the delivery was stored, whose outcome makes it durable.
    */
-  async attempt(record: DeliveryRecord, webhook: Webhook | undefined, app: App | undefined): Promise<{ written: Promise<void> }> {
+  async attempt(record: DeliveryRecord, webhook: Webhook | undefined, app: App | undefined, first?: FirstAttempt): Promise<{ written: Promise<void> }> {
+    if (first) this.firsts.set(record, first)
     const done = { written: Promise.resolve() }
     if (!webhook || !app || webhook.app_id !== record.app_id) {
       await this.finish(record, 'cancelled', { last_error: webhook ? 'the application was deleted' : 'the webhook was deleted' })
@@ -88,8 +99,8 @@ export class AttemptRunner {
     }
     const out = await this.post(webhook, app, record.body)
     // Before settle() counts the attempt: the entry is numbered after the attempts made so far.
-    const logged = this.deps.attempts?.ops(record, out) ?? []
-    const written = this.settle(record, webhook, out, logged).then(() =>
+    this.deps.attempts?.note(record, out)
+    const written = this.settle(record, webhook, out).then(() =>
       this.deps.attempts?.trimTail(record.app_id).catch((err: unknown) => this.deps.logger.warn({ err, app_id: record.app_id }, 'could not trim the console tail of attempts'))
     )
     return { written }
@@ -119,13 +130,12 @@ export class AttemptRunner {
     this.count('gone')
   }
 
-  /** `logged`: the console's record of this attempt, written with the outcome. */
-  private async settle(record: DeliveryRecord, webhook: Webhook, out: HttpOutcome, logged: StoreOp[]): Promise<void> {
+  private async settle(record: DeliveryRecord, webhook: Webhook, out: HttpOutcome): Promise<void> {
     const now = new Date().toISOString()
     record.first_attempt_at ??= now
     if (out.kind === 'response' && out.status >= 200 && out.status < 300) {
       record.attempts++
-      await this.finish(record, 'delivered', { delivered_at: now, last_attempt_at: now, last_status: out.status, last_error: undefined }, logged)
+      await this.finish(record, 'delivered', { delivered_at: now, last_attempt_at: now, last_status: out.status, last_error: undefined })
       this.count('delivered')
       return
     }
@@ -134,7 +144,7 @@ export class AttemptRunner {
       record.last_attempt_at = now
       record.last_status = 410
       await this.disableGone(webhook.id, 'a delivery')
-      await this.deadLetter(record, 'gone', { status: 410, error: 'the webhook answered 410 Gone' }, logged)
+      await this.deadLetter(record, 'gone', { status: 410, error: 'the webhook answered 410 Gone' })
       return
     }
     if (out.kind === 'response') {
@@ -143,46 +153,64 @@ export class AttemptRunner {
         const retryAfter = parseRetryAfter(out.headers['retry-after'])
         if (retryAfter !== undefined) failure.retryAfterMs = retryAfter
       }
-      await this.fail(record, failure, 'retry_scheduled', logged)
+      await this.fail(record, failure, 'retry_scheduled')
       return
     }
-    await this.fail(record, { error: out.failure === 'timeout' ? `no answer within ${this.deps.client.timeoutMs} ms` : out.message }, 'retry_scheduled', logged)
+    await this.fail(record, { error: out.failure === 'timeout' ? `no answer within ${this.deps.client.timeoutMs} ms` : out.message }, 'retry_scheduled')
   }
 
   /** Counts a failed attempt: schedules the next one, or dead-letters when the schedule is exhausted. */
-  private async fail(record: DeliveryRecord, failure: Failure, outcome: DeliveryOutcome, logged: StoreOp[] = []): Promise<void> {
+  private async fail(record: DeliveryRecord, failure: Failure, outcome: DeliveryOutcome): Promise<void> {
     const now = Date.now()
     record.attempts++
     record.last_attempt_at = new Date(now).toISOString()
     record.last_error = failure.error
     if (failure.status !== undefined) record.last_status = failure.status
     if (record.attempts >= this.options.schedule.length) {
-      await this.deadLetter(record, 'exhausted', failure, logged)
+      await this.deadLetter(record, 'exhausted', failure)
       return
     }
     const delay = failure.retryAfterMs ?? withJitter(this.options.schedule[record.attempts] ?? 0)
     record.next_attempt_at = now + delay
-    await this.writer.write([
-      ...logged,
-      saveOp(record, this.options.retentionMs),
-      dueAt({ webhookId: record.webhook_id, deliveryId: record.delivery_id }, record.next_attempt_at)
-    ])
+    await this.writeOutcome(record, () => [dueAt({ webhookId: record.webhook_id, deliveryId: record.delivery_id }, record.next_attempt_at)])
     this.count(outcome)
   }
 
-  private async deadLetter(record: DeliveryRecord, reason: 'exhausted' | 'gone', failure: Failure, logged: StoreOp[] = []): Promise<void> {
+  private async deadLetter(record: DeliveryRecord, reason: 'exhausted' | 'gone', failure: Failure): Promise<void> {
     const now = new Date().toISOString()
     const event = deadLetterEvent(record, reason, failure, now)
     // Published before the record turns `failed`: a crash in between re-publishes rather than loses it.
     await this.deps.bus.publish(TOPICS.webhookDeadLetter, record.webhook_id, event)
-    await this.finish(record, 'failed', { failed_at: now, failure_reason: reason, last_error: failure.error }, logged)
+    await this.finish(record, 'failed', { failed_at: now, failure_reason: reason, last_error: failure.error })
     this.count('dead_lettered')
     this.deps.logger.warn({ delivery_id: record.delivery_id, webhook_id: record.webhook_id, attempts: record.attempts, reason }, 'delivery dead-lettered')
   }
 
-  private async finish(record: DeliveryRecord, status: DeliveryStatus, fields: Partial<DeliveryRecord>, logged: StoreOp[] = []): Promise<void> {
+  private async finish(record: DeliveryRecord, status: DeliveryStatus, fields: Partial<DeliveryRecord>): Promise<void> {
     Object.assign(record, fields, { status })
     for (const k of Object.keys(fields) as Array<keyof DeliveryRecord>) if (record[k] === undefined) delete record[k]
-    await this.writer.write([...logged, saveOp(record, this.options.retentionMs), unscheduled({ webhookId: record.webhook_id, deliveryId: record.delivery_id })])
+    await this.writeOutcome(record, (stored) => (stored ? [unscheduled({ webhookId: record.webhook_id, deliveryId: record.delivery_id })] : []))
+  }
+
+  /**
+   * The outcome's writes: the record (with the console's entry of the attempt) and `schedule(stored)`. A first attempt made
+   * before its delivery was stored waits for that write if it is under way; never stored, it has
+   * no schedule entry to remove and its log entry is written now.
+   */
+  private async writeOutcome(record: DeliveryRecord, schedule: (stored: boolean) => StoreOp[]): Promise<void> {
+    const first = this.firsts.get(record)
+    if (first?.storing) await first.storing.catch(() => undefined)
+    const stored = !first || first.stored
+    if (first) first.writing = true
+    const ops = [saveOp(record, this.options.retentionMs), ...schedule(stored), ...(stored ? [] : [logEntryOp(record)])]
+    try {
+      await this.writer.write(ops)
+      first?.settled()
+    } catch (err) {
+      if (first && !first.stored) first.failed(err)
+      throw err
+    } finally {
+      this.firsts.delete(record)
+    }
   }
 }

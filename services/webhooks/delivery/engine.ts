@@ -13,6 +13,7 @@ import type { WebhookClient } from '../http-client'
 import { WebhookKeys } from '../keys'
 import { dueAt, readDue, scheduledAt, type Scheduled } from './schedule'
 import { newRecord, readIntake, type NewDelivery } from './intake'
+import { FIRST_ATTEMPT_WAIT_MS, FirstAttempt, pendingOps, untilDurable } from './first-attempt'
 import { Lanes } from './lanes'
 import type { WebhookMetrics } from '../metrics'
 import { PollingWorker } from '../polling'
@@ -20,21 +21,19 @@ import type { Webhook, WebhookRegistry } from '../registry'
 import { KNOWN_KEYS } from './schedule'
 import { pullForward, resend, type ReschedulingDeps } from './rescheduling'
 
-export { parseRetryAfter, withJitter } from './retry-policy'
-export type { NewDelivery } from './intake'
 
 /**
  * Signed delivery with durable retries.
  *
- * A delivery is first made durable: its record, its delivery-log entry and
- * an entry in the retry schedule (`webhooks:retries`, due time as score) are
- * written in one atomic batch. Only then does the consumer return, so the
- * bus offset is committed once the delivery's future is recorded. A batch
- * of deliveries (acceptMany) reads its webhooks, apps and existing records
- * in one pipelined round trip and writes all of its records in one batch.
- * The attempt itself runs in the webhook's lane (lanes.ts: at most
- * WEBHOOK_CONCURRENCY in flight per webhook per process), never in the
- * consumer's path: a slow or failing receiver delays only its own webhook.
+ * A batch of deliveries (acceptMany) reads its webhooks, apps and existing
+ * records in one pipelined round trip. A delivery whose webhook has a free
+ * slot is attempted at once and made durable by its outcome
+ * (first-attempt.ts); the others are stored (record, log entry, schedule
+ * entry) in one batch. The consumer returns, and the bus offset is
+ * committed, once every delivery's future is recorded. Attempts run in the
+ * webhook's lane (lanes.ts: at most WEBHOOK_CONCURRENCY in flight per
+ * webhook per process): a slow or failing receiver delays only its own
+ * webhook (and its own batch by FIRST_ATTEMPT_WAIT_MS at most).
  *
  * While an attempt runs, its schedule entry is pushed one lease ahead, so a
  * process that dies mid-attempt leaves a due entry behind for another (or
@@ -93,6 +92,8 @@ export interface Prepared {
   webhook: Webhook | undefined
   app: App | undefined
   claimed?: boolean
+  /** A first attempt made before anything of the delivery was stored (first-attempt.ts). */
+  first?: FirstAttempt
 }
 
 /** Entries a pass reads from each shard of the schedule (twelve shards: about a thousand a pass). */
@@ -146,8 +147,12 @@ export class DeliveryEngine {
   /**
    * Makes a batch of deliveries durable: their webhooks, apps and existing
    * records are read in one round trip (issued together; the Redis client
-   * pipelines them), every new record, log entry and schedule entry is
-   * written in one store batch, then each starts in its lane if it has room.
+   * pipelines them). A delivery whose webhook has a free slot here is
+   * attempted at once and made durable by its outcome, or stored as pending
+   * if it is still in flight after FIRST_ATTEMPT_WAIT_MS (first-attempt.ts);
+   * the others' records, log entries and schedule entries are written in one
+   * store batch, and each starts in its lane if it has room. Resolves once
+   * every delivery of the batch is durable: the consumer then commits.
    */
   async acceptMany(list: NewDelivery[]): Promise<AcceptResult[]> {
     const { store } = this.deps
@@ -158,6 +163,8 @@ export class DeliveryEngine {
     const repairs: Array<Promise<void>> = []
     const starts: Array<{ d: NewDelivery; fresh: Prepared }> = []
     const seen = new Set<string>()
+    /** Slots of each webhook this batch's first attempts take, as it plans. */
+    const free = new Map<string, number>()
     list.forEach((d, i) => {
       const webhook = webhookOf.get(d.webhook_id)
       if (!webhook) {
@@ -182,24 +189,39 @@ export class DeliveryEngine {
       }
       seen.add(d.delivery_id)
       const record = newRecord(d, now)
-      const startHere = this.lanes.hasRoom(d.webhook_id)
-      ops.push(
-        // No expiry while pending: its final write (delivered, failed, cancelled) gives it the log's
-        // retention. Without one, a batch's records go in one MSET per hash slot.
-        { op: 'set', key: WebhookKeys.delivery(d.delivery_id), value: JSON.stringify(record) },
-        { op: 'zadd', key: WebhookKeys.log(d.webhook_id), score: record.event_time, member: d.delivery_id },
-        dueAt(entry, startHere ? now + this.leaseMs : now)
-      )
-      if (startHere) starts.push({ d, fresh: { record, leaseUntil: now + this.leaseMs, webhook, app: appOf.get(d.app_id) } })
+      const leaseUntil = now + this.leaseMs
+      const slots = free.get(d.webhook_id) ?? this.lanes.freeSlots(d.webhook_id)
+      if (slots > 0) {
+        free.set(d.webhook_id, slots - 1)
+        starts.push({ d, fresh: { record, leaseUntil, webhook, app: appOf.get(d.app_id), first: new FirstAttempt(record, leaseUntil) } })
+      } else {
+        const startHere = this.lanes.hasRoom(d.webhook_id)
+        ops.push(...pendingOps(record, dueAt(entry, startHere ? leaseUntil : now)))
+        if (startHere) starts.push({ d, fresh: { record, leaseUntil, webhook, app: appOf.get(d.app_id) } })
+      }
       results.push('accepted')
     })
     // Replicated: the consumer commits its offsets once this returns.
-    await Promise.all([ops.length > 0 ? store.batch(ops, { ...KNOWN_KEYS, replicated: true }) : undefined, ...repairs])
-    const refused = starts.filter(({ d, fresh }) => !this.lanes.submit(d.webhook_id, d.delivery_id, fresh))
+    const durable = { ...KNOWN_KEYS, replicated: true }
+    // First attempts start before the others' writes: their receivers' time overlaps the store's.
+    const firsts = starts.filter(({ fresh }) => fresh.first).filter(({ d, fresh }) => this.lanes.submit(d.webhook_id, d.delivery_id, fresh))
+    const started = new Set(firsts.map(({ fresh }) => fresh))
+    await Promise.all([ops.length > 0 ? store.batch(ops, durable) : undefined, ...repairs])
+    const refused = starts.filter(({ d, fresh }) => (fresh.first ? !started.has(fresh) : !this.lanes.submit(d.webhook_id, d.delivery_id, fresh)))
     if (refused.length > 0) {
+      // Closing meanwhile: due now, for the next process (a first attempt that never started is stored whole).
       const due = Date.now()
-      await store.batch(refused.map(({ d }) => dueAt({ webhookId: d.webhook_id, deliveryId: d.delivery_id }, due)), KNOWN_KEYS)
+      const handBack = refused.flatMap(({ d, fresh }) => {
+        const entry = dueAt({ webhookId: d.webhook_id, deliveryId: d.delivery_id }, due)
+        return fresh.first ? pendingOps(fresh.record, entry) : [entry]
+      })
+      await store.batch(handBack, durable)
     }
+    await untilDurable(
+      firsts.map(({ fresh }) => fresh.first as FirstAttempt),
+      FIRST_ATTEMPT_WAIT_MS,
+      (late) => store.batch(late.flatMap((f) => pendingOps(f.record, dueAt({ webhookId: f.record.webhook_id, deliveryId: f.record.delivery_id }, f.leaseUntil))), durable)
+    )
     return results
   }
 
@@ -274,7 +296,7 @@ export class DeliveryEngine {
     if (p.claimed) return this.claimedAttempt(p)
     if (late) return this.claimAndAttempt(webhookId, p.record.delivery_id)
     // The webhook and app were read when the delivery was accepted, moments ago.
-    const { written } = await this.runner.attempt(p.record, p.webhook, p.app)
+    const { written } = await this.runner.attempt(p.record, p.webhook, p.app, p.first)
     return this.afterAnswer(p.record, written)
   }
 

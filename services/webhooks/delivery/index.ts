@@ -7,6 +7,7 @@
  *   usage-gate.ts   counted against the app's caps, or held while it is over one
  *   intake.ts       what a batch reads before it is written; a delivery's first record
  *   engine.ts       DeliveryEngine: makes a batch durable, starts attempts, runs scheduler passes
+ *   first-attempt.ts  a first attempt made before anything of its delivery is stored
  *   lanes.ts        per-webhook concurrency in this process
  *   claims.ts       a scheduler pass's claims: who may attempt a due delivery
  *   attempt.ts      one signed POST and what its outcome writes
@@ -25,3 +26,4 @@ export { UsageGate, HeldKeys, RELEASE_EVERY_MS, type GateResult } from './usage-
 export { type NewDelivery } from './intake'
 export { AttemptLog, recordEventType, type TailEntry } from './attempt-log'
 export { onDeliveries, onEvents, type ConsumerDeps } from './consumer'
+export { FIRST_ATTEMPT_HANDOVER_MS } from './first-attempt'
