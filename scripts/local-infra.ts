@@ -53,7 +53,7 @@ export function ephemeralPortRange(): [number, number] {
 }
 
 /** Whether a listener can bind 127.0.0.1:port right now. */
-function canBind(port: number): Promise<boolean> {
+export function canBind(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = net.createServer()
     server.unref()
@@ -98,6 +98,42 @@ export async function freePort(): Promise<number> {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms))
+}
+
+/**
+ * What listens on a TCP port (Linux: /proc/net/tcp{,6} for the listening
+ * socket's inode, then the process whose fd is that socket): `pid command`,
+ * or undefined when it cannot be told (another user's process, not Linux).
+ */
+export function portHolder(port: number): string | undefined {
+  const attempt = <T,>(read: () => T): T | undefined => {
+    try {
+      return read()
+    } catch {
+      return undefined
+    }
+  }
+  const inodes = new Set<string>()
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of (attempt(() => fs.readFileSync(file, 'utf8')) ?? '').split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/)
+      const local = cols[1]
+      // State 0A: LISTEN.
+      if (!local || cols[3] !== '0A' || parseInt(local.split(':')[1] ?? '', 16) !== port) continue
+      if (cols[9]) inodes.add(cols[9])
+    }
+  }
+  if (inodes.size === 0) return undefined
+  for (const pid of (attempt(() => fs.readdirSync('/proc')) ?? []).filter((d) => /^\d+$/.test(d))) {
+    for (const fd of attempt(() => fs.readdirSync(`/proc/${pid}/fd`)) ?? []) {
+      const inode = /^socket:\[(\d+)\]$/.exec(attempt(() => fs.readlinkSync(`/proc/${pid}/fd/${fd}`)) ?? '')?.[1]
+      if (inode && inodes.has(inode)) {
+        const cmd = (attempt(() => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8')) ?? '').split('\0').filter((a) => a !== '').join(' ')
+        return `pid ${pid} (${cmd.slice(0, 120)})`
+      }
+    }
+  }
+  return undefined
 }
 
 // ------------------------------------------------------------------ Redis

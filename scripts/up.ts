@@ -5,7 +5,7 @@ import path from 'node:path'
 import { loadConfig } from '../services/common/config'
 import { down } from './down'
 import { instanceEnv, selectedServices, sharedEnv } from './instances'
-import { freeClusterPort, freePort, launchMockCluster, launchRedis, launchRedisCluster } from './local-infra'
+import { canBind, freeClusterPort, freePort, launchMockCluster, launchRedis, launchRedisCluster, portHolder } from './local-infra'
 import { loadRoutes, nginxConfig, servicesOf } from './nginx'
 import { answers, fileSize, isOurs, logDir, logSince, NAME_WIDTH, type ProcessRecord, readState, root, type RunState, runDir, say, shortPath, stateFile, waitFor, writeState } from './run-state'
 import { programStatus, supervisorConfig, supervisorctl, type Program, type SupervisorFiles } from './supervisor'
@@ -133,6 +133,18 @@ async function up(): Promise<number> {
   const nginx = nginxBinary()
   const proxyPort = await portSetting('PORT', 8080)
   const proxySandboxPort = await portSetting('SANDBOX_PORT', 8081)
+  // A port given is checked before anything starts: nginx would fail to bind it only after the rest is up.
+  const fixed = [
+    ['PORT', proxyPort],
+    ['SANDBOX_PORT', proxySandboxPort],
+    ...(process.env.REDIS_PORT && process.env.REDIS_PORT !== '0' && redisMode() === 'single' ? [['REDIS_PORT', Number(process.env.REDIS_PORT)] as const] : [])
+  ] as const
+  for (const [name, port] of fixed) {
+    if (await canBind(port)) continue
+    const holder = portHolder(port)
+    say(`up refused: port ${port} (${name}) is already taken${holder ? ` by ${holder}` : ''}; nothing was started. Stop it, or choose another port: make up ${name}=<port> (0: a free one).`)
+    return 1
+  }
   const token = operatorToken()
   const state: RunState = { startedAt: new Date().toISOString(), root, processes: [] }
   writeState(state)

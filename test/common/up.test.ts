@@ -88,6 +88,25 @@ t.test('up refuses an unknown service name before starting anything', async (t) 
   t.notOk(fs.existsSync(path.join(runDir, 'state.json')), 'nothing was started')
 })
 
+t.test('up refuses a port another process holds, naming the port and the process, and starts nothing', async (t) => {
+  if (!fs.existsSync(upJs)) {
+    t.fail('dist/scripts/up.js is missing')
+    return
+  }
+  const { freePort } = await import('../../scripts/local-infra')
+  const net = await import('node:net')
+  const port = await freePort()
+  const holder = net.createServer()
+  await new Promise<void>((resolve) => holder.listen(port, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => holder.close(() => resolve())))
+  const runDir = tempDir(t, 'gw-up-')
+  const res = await run(['up'], upEnv(runDir, { PORT: String(port) }), 20_000)
+  t.equal(res.code, 1, 'up exits 1')
+  t.match(res.out, new RegExp(`port ${port} \\(PORT\\) is already taken by pid ${process.pid} \\(`), 'the message names the port and the process holding it')
+  t.notMatch(res.out, /\bup +http/, 'no process was reported up')
+  t.notOk(fs.existsSync(path.join(runDir, 'state.json')), 'nothing was started (no run state)')
+})
+
 t.test('up with a setting the services would refuse fails at once, naming it, and leaves nothing running', { timeout: 90_000 }, async (t) => {
   if (!fs.existsSync(upJs)) {
     t.fail('dist/scripts/up.js is missing')
