@@ -29,7 +29,8 @@ export const SECRET_KEYS: ReadonlySet<string> = new Set(
     'code_verifier',
     'oauth_signature',
     'oauth_verifier',
-    'oauth_token_secret'
+    'oauth_token_secret',
+    'ticket'
   ].map((k) => k.toLowerCase())
 )
 
@@ -113,7 +114,7 @@ export function createLogger(level: string, name: string, destination?: pino.Des
  * Query parameters that carry credentials. crc_token is not one: it is a
  * public challenge, useful when a CRC check is being debugged.
  */
-const SECRET_QUERY = /([?&;](?:token|access_token|refresh_token|id_token|code|code_verifier|oauth_verifier|oauth_signature|oauth_[a-z_]*secret|client_secret|consumer_secret|password|secret)=)[^&;#]*/gi
+const SECRET_QUERY = /([?&;](?:token|access_token|refresh_token|id_token|code|code_verifier|oauth_verifier|oauth_signature|oauth_[a-z_]*secret|client_secret|consumer_secret|password|secret|ticket)=)[^&;#]*/gi
 
 /** Removes secrets from a URL's query string before it is logged. */
 export function redactUrl(url: string): string {

@@ -13,14 +13,21 @@ import type { StreamHub } from './hub'
 
 export const STREAM_PATH = '/2/activity/stream'
 
-/** The stream's query: `backfill_minutes` 0..5 and nothing else. */
-export function parseStreamQuery(query: Record<string, unknown>): { backfillMinutes: number } {
-  const unsupported = Object.keys(query).filter((k) => k !== 'backfill_minutes')
+/**
+ * The stream's query: `backfill_minutes` 0..5 and nothing else, plus on a
+ * WebSocket upgrade the `ticket` that opens it (tickets.ts; checked there).
+ */
+export function parseStreamQuery(query: Record<string, unknown>, options: { websocket?: boolean } = {}): { backfillMinutes: number } {
+  const unsupported = Object.keys(query).filter((k) => k !== 'backfill_minutes' && !(k === 'ticket' && options.websocket === true))
   if (unsupported.length > 0) {
     throw Problems.invalidRequest(
       unsupported.map((k) => ({
-        message: `The \`${k}\` query parameter is not supported by this stream; use backfill_minutes (0 to 5) to catch up after a disconnect`,
-        parameters: { [k]: [String(query[k])] }
+        message:
+          k === 'ticket'
+            ? 'A stream ticket opens the WebSocket stream only; over HTTP, send the app-only bearer token in the Authorization header'
+            : `The \`${k}\` query parameter is not supported by this stream; use backfill_minutes (0 to 5) to catch up after a disconnect`,
+        // A ticket is a credential: never echoed back.
+        parameters: { [k]: [k === 'ticket' ? '' : String(query[k])] }
       }))
     )
   }

@@ -3,11 +3,12 @@ import type { ServiceDefinition } from '../common/service'
 import { StreamHub } from './hub'
 import type { StreamNodeSettings } from './settings'
 import { registerStreamRoute } from './routes'
+import { registerTicketRoute, StreamTickets } from './tickets'
 import { attachWebSocketStream } from './websocket'
 
 /**
  * The stream service (design.md): `/2/activity/stream` over chunked HTTP and
- * WebSocket, fed by this node's own consumer of `activity.deliveries`. The
+ * WebSocket (with a bearer token, or a ticket from `POST /2/activity/stream/ticket`), fed by this node's own consumer of `activity.deliveries`. The
  * node's state lives in a StreamHub per context, so several runtimes (tests,
  * embedded and distributed) can share this definition.
  */
@@ -33,8 +34,10 @@ export function streamServiceWith(overrides: Partial<StreamNodeSettings>): Servi
     name: 'stream',
     routes: async (app, ctx) => {
       const hub = streamHub(ctx, overrides)
+      const tickets = new StreamTickets(ctx.store)
       await registerStreamRoute(app, hub)
-      attachWebSocketStream(app, ctx, hub)
+      await registerTicketRoute(app, tickets)
+      attachWebSocketStream(app, ctx, hub, tickets)
     },
     start: async (ctx) => [await streamHub(ctx, overrides).start()],
     // Every open stream gets ForceDisconnect before the HTTP server stops.
