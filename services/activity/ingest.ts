@@ -7,6 +7,7 @@ import { operatorGuard, resolveOperatorToken } from '../common/operator'
 import type { ErrorObject } from 'ajv'
 import { acceptedEventTypeNames, normalizeEventType } from './event-types'
 import type { ActivityEvent } from './matching'
+import { batchFingerprint, type Claim, idempotencyKeyOf, IngestIdempotency, REPLAYED_HEADER } from './ingest-idempotency'
 import { activityMetrics } from './metrics'
 
 /**
@@ -23,11 +24,16 @@ import { activityMetrics } from './metrics'
  * ("line 3: /payload is missing \"text\""), so a corrected file can be sent
  * again without duplicating the valid lines. Every refused event is counted
  * in `activity_events_rejected_total{reason}`.
+ *
+ * With an `Idempotency-Key` header, the same batch sent again within 24 h
+ * gets the first answer and publishes nothing (ingest-idempotency.ts).
  */
 
 export const INGEST_PATH = '/admin/activity/events'
 export const MAX_EVENTS_PER_REQUEST = 10_000
 const MAX_ERRORS_LISTED = 100
+/** Who sends idempotency keys here: the operator API has one identity (the operator token). */
+const OPERATOR_CALLER = 'operator'
 const NDJSON_TYPES = ['application/x-ndjson', 'application/ndjson', 'application/jsonl', 'application/x-jsonlines']
 
 export interface LineError {
@@ -134,17 +140,21 @@ export async function registerIngestRoute(app: FastifyInstance, ctx: ServiceCont
   const metrics = activityMetrics(ctx)
   const validate = ctx.schemas.validator(`events/${TOPICS.activityEvents}`)
   const guard = operatorGuard(resolveOperatorToken(ctx.config, ctx.serviceName === 'embedded'))
+  const idempotency = new IngestIdempotency(ctx.store)
 
   await app.register(async (scope) => {
     scope.addContentTypeParser(NDJSON_TYPES, { parseAs: 'string' }, (_request, body, done) => {
       done(null, { ndjson: body as string })
     })
 
-    scope.post(INGEST_PATH, { preHandler: guard }, async (request) => {
+    scope.post(INGEST_PATH, { preHandler: guard }, async (request, reply) => {
+      const idempotencyKey = idempotencyKeyOf(request.headers)
       const body = request.body as unknown
       let raws: Array<{ line: number; value?: unknown; parseError?: string }>
+      let text: unknown = body
       if (typeof body === 'object' && body !== null && typeof (body as { ndjson?: unknown }).ndjson === 'string' && isNdjson(request.headers['content-type'])) {
-        raws = parseNdjson((body as { ndjson: string }).ndjson)
+        text = (body as { ndjson: string }).ndjson
+        raws = parseNdjson(text as string)
       } else if (Array.isArray(body)) {
         raws = body.map((value, i) => ({ line: i + 1, value: value as unknown }))
       } else if (body === undefined || body === null) {
@@ -167,17 +177,39 @@ export async function registerIngestRoute(app: FastifyInstance, ctx: ServiceCont
         throw Problems.invalidRequest(listed, `${errors.length} of ${raws.length} events are invalid; none was published.`)
       }
 
-      await ctx.bus.publishMany(
-        TOPICS.activityEvents,
-        events.map((e) => ({ key: e.user_id, value: e }))
-      )
+      let claim: Claim | undefined
+      if (idempotencyKey !== undefined) {
+        claim = await idempotency.claim(OPERATOR_CALLER, idempotencyKey, batchFingerprint(mediaType(request.headers['content-type']), text))
+        if (claim.kind === 'replay') {
+          metrics.replayed.inc()
+          return reply.header(REPLAYED_HEADER, 'true').send(claim.answer)
+        }
+      }
+      try {
+        await ctx.bus.publishMany(
+          TOPICS.activityEvents,
+          events.map((e) => ({ key: e.user_id, value: e }))
+        )
+      } catch (err) {
+        // Not published (or not all of it): the key is free for the retry.
+        if (claim?.kind === 'first') await claim.release().catch(() => undefined)
+        throw err
+      }
       for (const e of events) metrics.ingested.inc({ event_type: e.event_type })
-      return { data: { accepted: events.length, event_uuids: events.map((e) => e.event_uuid) } }
+      const answer = { data: { accepted: events.length, event_uuids: events.map((e) => e.event_uuid) } }
+      if (claim?.kind === 'first') {
+        // Published either way: the producer gets its 200. A retry meets the pending record (409) until it expires.
+        await claim.complete(answer).catch((err: unknown) => request.log.error({ err }, 'activity ingest: the idempotency record was not saved'))
+      }
+      return answer
     })
   })
 }
 
+function mediaType(contentType: string | undefined): string {
+  return (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? ''
+}
+
 function isNdjson(contentType: string | undefined): boolean {
-  const base = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? ''
-  return NDJSON_TYPES.includes(base)
+  return NDJSON_TYPES.includes(mediaType(contentType))
 }
