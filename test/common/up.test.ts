@@ -1,12 +1,18 @@
 import { execFile } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { projectRoot } from '../../services/common/bus/topics'
 import { instanceCounts, selectedServices, serviceEnv } from '../../scripts/up'
 import { runLag } from '../../services/cli/ops'
 import { eventually, tempDir } from '../support/util'
 import { whenGone } from '../support/sentinel'
+import { createApp, issueBearer } from '../../services/gateway/identity'
+import { createLogger } from '../../services/common/logger'
+import { RedisStore } from '../../services/common/store/redis'
+import WebSocket from 'ws'
+import { nextUserId, openHttpStream, sampleEvent, subscribe } from '../activity/support'
 
 /**
  * `make up` / `make status` / `make down` for real: the compiled up script
@@ -148,7 +154,7 @@ t.test('make up: services and nginx under supervisord; a killed process comes ba
   })
   const stateFile = path.join(runDir, 'state.json')
   const pids = new Set<number>()
-  const readState = (): { processes: Record[]; proxy: { port: number; sandboxPort: number } } | undefined => (fs.existsSync(stateFile) ? JSON.parse(fs.readFileSync(stateFile, 'utf8')) : undefined)
+  const readState = (): { processes: Record[]; proxy: { port: number; sandboxPort: number }; redisUrl?: string } | undefined => (fs.existsSync(stateFile) ? JSON.parse(fs.readFileSync(stateFile, 'utf8')) : undefined)
   // Killed by a tap timeout, this process runs no teardown: the sentinel stops what `up` started then.
   const cancelSentinel = whenGone(process.pid, [process.execPath, upJs, 'down'], { ...env, DOWN_GRACE_MS: '3000' })
   t.teardown(async () => {
@@ -197,6 +203,9 @@ t.test('make up: services and nginx under supervisord; a killed process comes ba
   t.equal(answeredBy('/2/webhooks'), 'webhooks')
   t.equal(answeredBy('/2/activity/subscriptions'), 'activity')
   t.equal(answeredBy('/12/accounts/abc/account_history'), 'account-history')
+
+  await t.test('through nginx: a batch retried with its Idempotency-Key is delivered once; a stream ticket issued by one node opens the stream on another, once', (t) =>
+    idempotentIngestAndTickets(t, proxy, state.redisUrl, services.filter((p) => p.service === 'stream'), token))
 
   // Each stream node has its own stable identity (STREAM_NODE_ID), hence its own consumer group.
   for (const node of services.filter((p) => p.service === 'stream')) {
@@ -264,3 +273,64 @@ t.test('make up: services and nginx under supervisord; a killed process comes ba
   const finally_ = await run(['status'], env, 10_000)
   t.equal(finally_.code, 1, 'status after down reports not running')
 })
+
+/**
+ * Under make up: the app's stream (any node, through nginx) gets exactly one
+ * line per event of a batch posted twice plus twice at once with one
+ * Idempotency-Key (through nginx, any activity instance); a ticket asked of
+ * one stream node opens a WebSocket on the other, and is spent there.
+ */
+async function idempotentIngestAndTickets(t: Test, proxy: string, redisUrl: string | undefined, streams: Record[], token: string): Promise<void> {
+  if (redisUrl === undefined || streams.length < 2) {
+    t.fail(`needs Redis and two stream nodes (${redisUrl}, ${streams.length})`)
+    return
+  }
+  const store = await RedisStore.connect(redisUrl, createLogger('silent', 'up-test'))
+  t.teardown(() => store.close())
+  const app = await createApp(store, { name: 'up test app', access_level: 'read-write-dm', callback_urls: ['http://127.0.0.1/callback'] })
+  const { token: bearer } = await issueBearer(store, app)
+  const userId = nextUserId()
+  await subscribe(proxy, bearer, { event_type: 'post.create', filter: { user_id: userId }, tag: 'up' })
+  const stream = await openHttpStream(proxy, bearer)
+  t.teardown(() => stream.close())
+
+  const post = async (events: unknown[], key?: string): Promise<{ status: number; text: string }> => {
+    const res = await fetch(`${proxy}/admin/activity/events`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-ndjson', ...(key !== undefined ? { 'idempotency-key': key } : {}) },
+      body: events.map((e) => JSON.stringify(e)).join('\n')
+    })
+    return { status: res.status, text: await res.text() }
+  }
+  const batch = [1, 2, 3].map((n) => sampleEvent('post.create', userId, { text: `up ${n}` }))
+  const key = randomUUID()
+  const first = await post(batch, key)
+  const retried = [await post(batch, key), ...(await Promise.all([post(batch, key), post(batch, key)]))]
+  t.equal(first.status, 200, first.text)
+  t.same(retried.map((r) => r.text), [first.text, first.text, first.text], 'every retry gets the first answer')
+  const barrier = await post([sampleEvent('post.create', userId, { text: 'barrier' })])
+  const uuidsOf = (text: string): string[] => (JSON.parse(text) as { data: { event_uuids: string[] } }).data.event_uuids
+  const [barrierUuid] = uuidsOf(barrier.text)
+  await stream.waitFor((m) => m.some((e) => e.data?.event_uuid === barrierUuid), 30_000)
+  t.same(stream.messages.map((m) => m.data?.event_uuid).slice(0, -1), uuidsOf(first.text), 'one stream line per event')
+
+  const [issuer, other] = streams as [Record, Record]
+  const asked = await fetch(`http://127.0.0.1:${issuer.port}/2/activity/stream/ticket`, { method: 'POST', headers: { authorization: `Bearer ${bearer}` } })
+  const { ticket } = ((await asked.json()) as { data: { ticket: string } }).data
+  const open = (node: Record): Promise<{ opened: boolean; code: number; message: string }> =>
+    new Promise((resolve, reject) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${node.port}/2/activity/stream`, [`ticket.${ticket}`])
+      let opened = false
+      let message = ''
+      ws.on('open', () => {
+        opened = true
+        // Held a moment: a refusal comes as a message and a close right after the handshake.
+        setTimeout(() => ws.close(), 300)
+      })
+      ws.on('message', (m) => (message = String(m)))
+      ws.on('close', (code) => resolve({ opened, code, message }))
+      ws.on('error', reject)
+    })
+  t.same(await open(other), { opened: true, code: 1005, message: '' }, `issued by ${issuer.name}, used on ${other.name}`)
+  t.match(await open(issuer), { code: 4401, message: /Invalid or expired token/ }, `then spent, also for ${issuer.name}`)
+}
