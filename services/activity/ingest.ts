@@ -1,3 +1,4 @@
+import { BacklogFullError, IngestBacklog } from './backlog'
 import type { FastifyInstance } from 'fastify'
 import { TOPICS } from '../common/bus/types'
 import type { ServiceContext } from '../common/context'
@@ -141,6 +142,7 @@ export async function registerIngestRoute(app: FastifyInstance, ctx: ServiceCont
   const validate = ctx.schemas.validator(`events/${TOPICS.activityEvents}`)
   const guard = operatorGuard(resolveOperatorToken(ctx.config, ctx.serviceName === 'embedded'))
   const idempotency = new IngestIdempotency(ctx.store)
+  const backlog = new IngestBacklog(ctx)
 
   await app.register(async (scope) => {
     scope.addContentTypeParser(NDJSON_TYPES, { parseAs: 'string' }, (_request, body, done) => {
@@ -175,6 +177,17 @@ export async function registerIngestRoute(app: FastifyInstance, ctx: ServiceCont
         if (errors.length > MAX_ERRORS_LISTED) listed.push({ message: `... and ${errors.length - MAX_ERRORS_LISTED} more invalid lines`, parameters: {} })
         request.log.warn({ invalid: errors.length, total: raws.length }, 'activity ingest batch refused')
         throw Problems.invalidRequest(listed, `${errors.length} of ${raws.length} events are invalid; none was published.`)
+      }
+
+      // Past the backlog's bound nothing more is accepted: refused before any of it is published.
+      try {
+        await backlog.admit()
+      } catch (err) {
+        if (!(err instanceof BacklogFullError)) throw err
+        metrics.rejected.inc({ reason: 'backlog-full' }, events.length)
+        request.log.warn({ lag: err.lag, limit: err.limit, retry_after: err.retryAfterSeconds }, 'activity ingest batch refused: backlog full')
+        void reply.header('retry-after', String(err.retryAfterSeconds))
+        throw err.problem
       }
 
       let claim: Claim | undefined

@@ -31,7 +31,8 @@ export interface LagReport {
   gone: Gone[]
 }
 
-function lagSource(bus: Bus): LagSource | undefined {
+/** The bus's view of its consumer groups' offsets, when it has one (both buses do). */
+export function lagSource(bus: Bus): LagSource | undefined {
   const inner = bus instanceof ValidatingBus ? bus.underlying : bus
   return typeof (inner as Partial<LagSource>).groupOffsets === 'function' ? (inner as unknown as LagSource) : undefined
 }
