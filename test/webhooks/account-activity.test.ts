@@ -2,6 +2,7 @@ import t from 'tap'
 import { TOPICS } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
 import { WebhookKeys } from '../../services/webhooks/keys'
+import { accountActivityDeliveryId } from '../../services/webhooks/account-activity'
 import { bearerRequest, createIdentity, oauth1Request, type TestIdentity } from '../helper'
 import { eventually, metricsText, metricValue, numericId, openApiErrors, registerWebhook, startWebhooks } from './support'
 
@@ -141,6 +142,9 @@ t.test("a subscribed user's activity is delivered in the Account Activity format
     const later = postCreate(bob.user.id, `barrier ${label}`)
     await publishEvent(rt, later, key)
     await eventually(() => deliveredEvents().includes(later.event_uuid), 10_000)
+    // A first attempt's outcome is its record's first write, and its log entry's: logged once that write is in.
+    const deliveryId = accountActivityDeliveryId(String(later.event_uuid), webhookId)
+    await eventually(async () => (await rt.ctx.store.zscore(WebhookKeys.log(webhookId), deliveryId)) !== undefined, 10_000)
   }
   const logged = async () => (await rt.ctx.store.zcard(WebhookKeys.log(webhookId)))
 

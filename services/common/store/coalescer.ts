@@ -39,11 +39,14 @@ export class WriteCoalescer {
     /** How each batch is written (a writer of its own known keys passes `trusted`). */
     private readonly options: BatchOptions = {},
     /**
-     * How long the first write of a batch waits for others (0: the rest of the turn only). Writers
-     * whose callers do not wait on them for a request's answer trade a few ms for fewer batches.
+     * Under load (a batch went out less than this long ago), how long the first write of the next
+     * batch waits for others; otherwise, and with 0, a batch waits for the rest of the turn only.
+     * Answers that come one per turn then still share a batch, and an idle writer adds no delay.
      */
     private readonly lingerMs = 0
   ) {}
+
+  private lastFlushAt = 0
 
   /** Resolves once `ops` (with whatever else was handed in this turn) are written. */
   write(ops: StoreOp[]): Promise<void> {
@@ -54,7 +57,7 @@ export class WriteCoalescer {
       if (this.ops.length >= this.maxOps) this.flush()
       else if (!this.scheduled) {
         this.scheduled = true
-        if (this.lingerMs > 0) setTimeout(() => this.flush(), this.lingerMs)
+        if (this.lingerMs > 0 && Date.now() - this.lastFlushAt < this.lingerMs) setTimeout(() => this.flush(), this.lingerMs)
         else setImmediate(() => this.flush())
       }
     })
@@ -63,6 +66,7 @@ export class WriteCoalescer {
   private flush(): void {
     this.scheduled = false
     if (this.waiters.length === 0) return
+    this.lastFlushAt = Date.now()
     const ops = compactCounters(this.ops)
     const waiters = this.waiters
     this.ops = []

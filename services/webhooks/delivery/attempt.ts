@@ -48,8 +48,8 @@ export interface AttemptRunnerOptions {
   retentionMs: number
 }
 
-/** How long an outcome's write waits for others' (the receiver has its answer already). */
-const OUTCOME_LINGER_MS = 10
+/** How long an outcome's write waits for others' while outcomes keep coming (the receiver has its answer). */
+const OUTCOME_LINGER_MS = 5
 
 export class AttemptRunner {
   /**
@@ -65,8 +65,8 @@ export class AttemptRunner {
     private readonly options: AttemptRunnerOptions
   ) {
     // Replicated: a first attempt's outcome may be what makes its delivery durable before the bus commit.
-    // Lingering: the outcomes of a few ms share one batch (its commands merge: one ZADD per webhook
-    // log, one transaction) instead of a batch per answer when answers come one at a time.
+    // Under load the outcomes of a few ms share one batch (one transaction, one ZADD per webhook log)
+    // rather than one batch per answer when answers come one per turn.
     this.writer = new WriteCoalescer(deps.store, undefined, { ...KNOWN_KEYS, replicated: true }, OUTCOME_LINGER_MS)
   }
 
