@@ -11,8 +11,9 @@ import type { StoreOp } from './types'
  *
  * Ops are grouped by hash slot (a Redis Cluster transaction stays in one
  * slot); within a group:
- *  - every op of a key that only gets zadd (or only zrem, sadd, srem, hset,
- *    hdel) becomes one variadic command, at the place of its first op;
+ *  - each run of one variadic op (zadd, zrem, sadd, srem, hset, hdel) on a
+ *    key becomes one command, and a key's commands go out together, in
+ *    its order, at the place of its first op;
  *  - keys that only get one `set` without expiry share one MSET, and keys
  *    that are only deleted share one DEL;
  *  - counters (only incr and pexpire) get one of each (compactCounters);
@@ -91,39 +92,39 @@ export function commandsOf(ops: StoreOp[]): RedisCommand[] {
     if (list) list.push(op)
     else byKey.set(op.key, [op])
   }
-  const modeOf = (list: StoreOp[]): 'mset' | 'del' | 'merge' | 'single' => {
-    const first = list[0] as StoreOp
-    if (list.length === 1 && first.op === 'set' && first.ttlMs === undefined) return 'mset'
-    if (list.every((o) => o.op === 'del')) return 'del'
-    if (MERGEABLE.has(first.op) && list.every((o) => o.op === first.op)) return 'merge'
-    return 'single'
-  }
   const out: RedisCommand[] = []
   let mset: RedisCommand | undefined
   let del: RedisCommand | undefined
-  const placed = new Set<string>()
-  for (const op of compact) {
-    const list = byKey.get(op.key) as StoreOp[]
-    const mode = modeOf(list)
-    if (mode === 'single') {
-      const cmd = single(op)
-      // A variadic op with nothing in it writes nothing (Redis would refuse the command).
-      if (cmd.length > 2 || op.op === 'del' || op.op === 'set' || op.op === 'zadd') out.push(cmd)
+  // Each key's commands go out together, at its first op's place: the group is one transaction, so
+  // the order between different keys is seen by nobody, and each key keeps its own order.
+  for (const [key, list] of byKey) {
+    const first = list[0] as StoreOp
+    if (list.length === 1 && first.op === 'set' && first.ttlMs === undefined) {
+      if (!mset) out.push((mset = ['mset']))
+      mset.push(key, first.value)
       continue
     }
-    if (placed.has(op.key)) continue
-    placed.add(op.key)
-    if (mode === 'mset') {
-      if (!mset) out.push((mset = ['mset']))
-      mset.push(op.key, (op as Extract<StoreOp, { op: 'set' }>).value)
-    } else if (mode === 'del') {
+    if (list.every((o) => o.op === 'del')) {
       if (!del) out.push((del = ['del']))
-      del.push(op.key)
-    } else {
-      const args = list.flatMap(mergedArgs)
+      del.push(key)
+      continue
+    }
+    // A run of one variadic op (the hour's HSETs before its PEXPIRE) is one command.
+    for (let i = 0; i < list.length; ) {
+      const op = list[i] as StoreOp
+      if (!MERGEABLE.has(op.op)) {
+        out.push(single(op))
+        i++
+        continue
+      }
+      let j = i
+      const args: string[] = []
+      while (j < list.length && (list[j] as StoreOp).op === op.op) args.push(...mergedArgs(list[j++] as StoreOp))
       const per = op.op === 'zadd' || op.op === 'hset' ? 2 : 1
       const chunk = MAX_ARGS - (MAX_ARGS % per)
-      for (let i = 0; i < args.length; i += chunk) out.push([op.op as Mergeable, op.key, ...args.slice(i, i + chunk)])
+      // A variadic op with nothing in it writes nothing (Redis would refuse the command).
+      for (let k = 0; k < args.length; k += chunk) out.push([op.op as Mergeable, key, ...args.slice(k, k + chunk)])
+      i = j
     }
   }
   return out
