@@ -340,12 +340,15 @@ export class RedisStore extends JsonValues implements Store {
     if (options.replicated) await this.waitForReplicas(slots)
   }
 
-  /** One slot's commands: alone, or in MULTI/EXEC when there are several. */
+  /**
+   * One slot's commands: alone, or in MULTI/EXEC when there are several. Plain string writes of
+   * their own keys (records written whole, each by one SET) go without it: each key is replaced
+   * whole by one command, and nothing of the batch depends on which of them a reader sees first.
+   */
   private async transaction(commands: RedisCommand[]): Promise<void> {
     const r = this.r
-    if (commands.length === 1) {
-      const [name, ...args] = commands[0] as RedisCommand
-      await r.call(name, ...args)
+    if (commands.length === 1 || commands.every(([name]) => name === 'set' || name === 'mset')) {
+      await Promise.all(commands.map(([name, ...args]) => r.call(name, ...args)))
       return
     }
     const tx = r.multi()

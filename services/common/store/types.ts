@@ -40,7 +40,8 @@ export interface BatchOptions {
    * The ops' key types are known by construction (the service's own keys,
    * never data from outside): written without checking each key's type
    * first, in fewer commands (redis-commands.ts). A wrong type then fails
-   * its own op instead of refusing the whole batch.
+   * its own op instead of refusing the whole batch, and a slot's plain
+   * string writes (whole records) may be seen one before another.
    */
   trusted?: boolean
   /**
