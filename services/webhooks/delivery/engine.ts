@@ -147,8 +147,8 @@ export class DeliveryEngine {
   /**
    * Makes a batch of deliveries durable: their webhooks, apps and existing
    * records are read in one round trip (issued together; the Redis client
-   * pipelines them). A delivery whose webhook has a free slot here is
-   * attempted at once and made durable by its outcome, or stored as pending
+   * pipelines them). A delivery whose webhook's lane here starts it soon (a
+   * free slot, or one round of answers away) is attempted first and made durable by its outcome, or stored as pending
    * if it is still in flight after FIRST_ATTEMPT_WAIT_MS (first-attempt.ts);
    * the others' records, log entries and schedule entries are written in one
    * store batch, and each starts in its lane if it has room. Resolves once
@@ -190,7 +190,7 @@ export class DeliveryEngine {
       seen.add(d.delivery_id)
       const record = newRecord(d, now)
       const leaseUntil = now + this.leaseMs
-      const slots = free.get(d.webhook_id) ?? this.lanes.freeSlots(d.webhook_id)
+      const slots = free.get(d.webhook_id) ?? this.lanes.startingSoon(d.webhook_id)
       if (slots > 0) {
         free.set(d.webhook_id, slots - 1)
         starts.push({ d, fresh: { record, leaseUntil, webhook, app: appOf.get(d.app_id), first: new FirstAttempt(record, leaseUntil) } })

@@ -8,8 +8,9 @@ import { WebhookKeys } from '../keys'
  *
  * The bus message is the delivery's durable copy until its consumer commits
  * the batch's offsets, and the consumer commits only once every delivery of
- * the batch is durable in the store. A delivery whose webhook has a free
- * slot in this process is attempted at once; when the answer comes within
+ * the batch is durable in the store. A delivery whose webhook's lane in this
+ * process starts it soon (a free slot, or one round of answers away) is
+ * attempted first; when the answer comes within
  * FIRST_ATTEMPT_WAIT_MS its outcome is the delivery's first and only write
  * (the record as delivered, or failed with its next attempt scheduled).
  * Those still in flight then are stored as pending, their schedule entry a
@@ -24,7 +25,7 @@ import { WebhookKeys } from '../keys'
  */
 
 /** How long a batch waits for its first attempts before storing those still in flight. */
-export const FIRST_ATTEMPT_WAIT_MS = 250
+export const FIRST_ATTEMPT_WAIT_MS = 500
 
 /**
  * How long a partition that moved to this process waits before its records

@@ -1,6 +1,6 @@
 import { AuthKeys, type App } from '../../common/auth/records'
 import type { Store } from '../../common/store/types'
-import type { DeliveryRecord, DeliverySource } from '../delivery-log'
+import type { DeliveryRecord } from '../delivery-log'
 import { WebhookKeys } from '../keys'
 import type { Webhook, WebhookRegistry } from '../registry'
 
@@ -10,16 +10,8 @@ import type { Webhook, WebhookRegistry } from '../registry'
  * new delivery starts as.
  */
 
-export interface NewDelivery {
-  delivery_id: string
-  webhook_id: string
-  app_id: string
-  source: DeliverySource
-  event_uuid?: string
-  for_user_id?: string
-  body: string
-  /** The type the console shows (what eventTypeOf reads from the body), given so no attempt parses the body for it. */
-  event_type?: string
+/** A delivery as it arrives: what its record starts from (`event_type` given so no attempt parses the body for it). */
+export type NewDelivery = Pick<DeliveryRecord, 'delivery_id' | 'webhook_id' | 'app_id' | 'source' | 'event_uuid' | 'for_user_id' | 'body' | 'event_type'> & {
   /** Event time (ms); clamped to now. */
   event_time: number
 }

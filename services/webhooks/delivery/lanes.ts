@@ -59,12 +59,15 @@ export class Lanes<F> {
     return !lane || lane.active + lane.queue.length < this.capacity
   }
 
-  /** Attempts of the webhook that would start at once (slots not in flight, nothing queued before them). */
-  freeSlots(webhookId: string): number {
+  /**
+   * Attempts of the webhook that would start soon: within about one answer's time (a free slot,
+   * or a place among the first `concurrency` queued behind those in flight).
+   */
+  startingSoon(webhookId: string): number {
     if (this.closing) return 0
     const lane = this.lanes.get(webhookId)
-    if (!lane) return this.concurrency
-    return Math.max(0, this.concurrency - lane.active - lane.queue.length)
+    if (!lane) return 2 * this.concurrency
+    return Math.max(0, 2 * this.concurrency - lane.active - lane.queue.length)
   }
 
   /** How many more attempts the webhook's lane takes now; none marks it, so it calls `drained` once it has room. */
