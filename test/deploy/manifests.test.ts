@@ -13,6 +13,7 @@ import { streamService } from '../../services/stream/service'
 import { webhooksService } from '../../services/webhooks/service'
 import { loadRoutes, routeFor } from '../../scripts/nginx'
 import { createIdentity, oauth1Request, startTestRuntime } from '../helper'
+import { DEPLOY } from './compose'
 
 /**
  * What can be checked of deploy/ without a container engine: the manifests
@@ -22,7 +23,6 @@ import { createIdentity, oauth1Request, startTestRuntime } from '../helper'
  */
 
 const ROOT = path.resolve(__dirname, '..', '..')
-const DEPLOY = path.join(ROOT, 'deploy')
 const SERVICES: ServiceDefinition[] = [gatewayService, webhooksService, activityService, streamService, accountHistoryService]
 
 /** Every operation of service-spec.md's Endpoints tables and the v2 paths of the OpenAPI subset. */
@@ -216,7 +216,8 @@ t.test('manifests parse and name only real commands and settings', async (t) => 
   const knownEnv = new Set<string>(Object.values(SETTINGS).map((s) => s.env))
   knownEnv.add('NODE_ENV')
 
-  const compose = YAML.parse(fs.readFileSync(path.join(DEPLOY, 'compose.yaml'), 'utf8')) as {
+  // merge: compose's `<<: *service` keys (without it every service of ours reads as image-less and goes unchecked).
+  const compose = YAML.parse(fs.readFileSync(path.join(DEPLOY, 'compose.yaml'), 'utf8'), { merge: true }) as {
     services: Record<string, { image?: string; command?: string[]; environment?: Record<string, string>; restart?: string; healthcheck?: { test?: string[] } }>
   }
   // Whatever runs for good (not the one-shot topic creation) says when it is healthy: the proxy too.
@@ -259,7 +260,10 @@ t.test('manifests parse and name only real commands and settings', async (t) => 
     t.ok(secret && secret.optional !== true, `${d.metadata.name} requires the Secret gateway-secrets (OPERATOR_TOKEN)`)
   }
   t.match(fs.readFileSync(path.join(ROOT, 'docs', 'operations.md'), 'utf8'), /create secret generic gateway-secrets[^\n]*\n?[^\n]*OPERATOR_TOKEN/, 'the runbook creates the Secret')
-  for (const cm of docs.filter((d) => d.kind === 'ConfigMap' || d.kind === 'Secret')) {
+  // The ConfigMaps and Secrets the services read as their environment (not, say, redis-cluster's files).
+  const envSources = new Set(deployments.flatMap((d) => (d.spec as { template: { spec: { containers: Array<{ envFrom?: Array<{ configMapRef?: { name: string }; secretRef?: { name: string } }> }> } } }).template.spec.containers.flatMap((c) => (c.envFrom ?? []).map((e) => e.configMapRef?.name ?? e.secretRef?.name))))
+  t.ok(envSources.has('gateway-config'), 'the services read gateway-config')
+  for (const cm of docs.filter((d) => (d.kind === 'ConfigMap' || d.kind === 'Secret') && envSources.has(d.metadata.name))) {
     const data = cm.data ?? (cm as unknown as { stringData?: Record<string, string> }).stringData ?? {}
     for (const key of Object.keys(data)) t.ok(knownEnv.has(key), `${cm.metadata.name}: ${key} is a setting`)
   }
@@ -291,3 +295,5 @@ t.test('manifests parse and name only real commands and settings', async (t) => 
   const topics = JSON.parse(fs.readFileSync(path.join(DEPLOY, 'topics.json'), 'utf8')) as unknown
   t.ok(topics, 'topics.json parses')
 })
+
+// ------------------------------------------------------------------ Redis Cluster
