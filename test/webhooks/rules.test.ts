@@ -1,3 +1,4 @@
+import type { ActivityEventMessage } from '../../services/webhooks/delivery/messages'
 import t from 'tap'
 import { accountActivityBody, accountActivityDeliveryId, accountActivityEntry, messageTypeFor } from '../../services/webhooks/account-activity'
 import { eventTypeOf } from '../../services/webhooks/delivery/attempt-log'
@@ -47,7 +48,7 @@ t.test('CRC outcomes and the 28-hour rule', async (t) => {
 })
 
 t.test('Account Activity bodies', async (t) => {
-  const event = (event_type: string, payload: Record<string, unknown>, includes?: Record<string, unknown>) => ({
+  const event = (event_type: ActivityEventMessage['event_type'], payload: Record<string, unknown>, includes?: Record<string, unknown>): ActivityEventMessage => ({
     event_uuid: '1000000000000000001',
     event_type,
     user_id: '42',
@@ -83,7 +84,7 @@ t.test('Account Activity bodies', async (t) => {
     ['chat.sent', { text: 'x' }]
   ]
   for (const [kind, payload] of kinds) {
-    const entry = accountActivityEntry(event(kind, payload), '42')
+    const entry = accountActivityEntry(event(kind as ActivityEventMessage['event_type'], payload), '42')
     t.equal(entry.eventType, eventTypeOf(entry.body), `${kind}: ${entry.eventType}`)
   }
   t.equal(messageTypeFor('dm.read'), 'direct_message_mark_read_events')

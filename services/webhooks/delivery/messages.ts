@@ -1,30 +1,19 @@
+import type { Delivery } from '../../common/bus/deliveries'
+import type { EventsActivityEvents } from '../../common/generated/schema-types'
+
 /**
  * The two topics the webhooks service consumes, as agreed with their owner
- * (the activity service; schemas/events/activity.*.json are authoritative
- * and checked at the producer). The guards below only protect this
+ * (the activity service): their types are generated from
+ * schemas/events/activity.*.json, which the producer is checked against. The guards below only protect this
  * consumer from a message it cannot use: such a message is counted and
  * skipped rather than blocking its partition forever.
  */
 
 /** `activity.deliveries` (key: app id): one match of an activity subscription. */
-export interface ActivityDeliveryMessage {
-  delivery_id: string
-  app_id: string
-  subscription_id: string
-  webhook_id?: string
-  created_at: string
-  envelope: { data: { event_uuid: string; [field: string]: unknown } }
-}
+export type ActivityDeliveryMessage = Delivery
 
 /** `activity.events` (key: user id): one piece of activity of one user. */
-export interface ActivityEventMessage {
-  event_uuid: string
-  event_type: string
-  user_id: string
-  created_at: string
-  payload: Record<string, unknown>
-  includes?: Record<string, unknown>
-}
+export type ActivityEventMessage = EventsActivityEvents
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)

@@ -1,3 +1,4 @@
+import type { EventsWebhookDeadLetter } from '../../common/generated/schema-types'
 import type { DeliveryRecord } from '../delivery-log'
 
 /**
@@ -37,8 +38,8 @@ export function parseRetryAfter(value: string | string[] | undefined, now = Date
 }
 
 /** The `webhook.dead-letter` event of a delivery that will not be tried again. */
-export function deadLetterEvent(record: DeliveryRecord, reason: 'exhausted' | 'gone', failure: Failure, deadAt: string): Record<string, unknown> {
-  const event: Record<string, unknown> = {
+export function deadLetterEvent(record: DeliveryRecord, reason: 'exhausted' | 'gone', failure: Failure, deadAt: string): EventsWebhookDeadLetter {
+  const event: EventsWebhookDeadLetter = {
     delivery_id: record.delivery_id,
     webhook_id: record.webhook_id,
     app_id: record.app_id,
