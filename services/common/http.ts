@@ -119,7 +119,7 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
   for (const schema of ctx.schemas.schemas.values()) app.addSchema(schema)
   // Bodies are JSON and must carry the schema's types; query, params and headers are text and are coerced.
   app.setValidatorCompiler(({ schema, httpPart }) => ctx.schemas.requestValidator(schema as Record<string, unknown>, httpPart as HttpPart | undefined))
-  await registerOpenApi(app, ctx)
+  await registerOpenApi(app, ctx, options.publicUrl)
 
   clientErrors.watch(app.server as Server, https !== undefined)
 

@@ -135,14 +135,14 @@ function compareParameter(pubDoc: Doc, ourDoc: Doc, pub: Parameter, ours: Parame
   return out
 }
 
-t.test('GET /openapi.json serves a well-formed OpenAPI 3 document of every route', async (t) => {
+t.test('GET /openapi.json serves a well-formed OpenAPI 3.1 document of every route', async (t) => {
   const rt = await startTestRuntime(t)
   const res = await plainRequest('GET', `${rt.baseUrl}/openapi.json`)
   t.equal(res.status, 200)
   t.match(res.headers.get('content-type'), /^application\/json/)
   const doc = res.json<Doc>()
 
-  t.match(doc.openapi, /^3\.0\.\d+$/, 'OpenAPI 3.0')
+  t.match(doc.openapi, /^3\.1\.\d+$/, 'OpenAPI 3.1')
   t.ok(typeof (doc.info as Json | undefined)?.title === 'string' && typeof (doc.info as Json).version === 'string', 'info has title and version')
 
   // Every $ref resolves inside the document.

@@ -44,7 +44,8 @@ const SANDBOX_ONLY: ReadonlyArray<readonly ['POST' | 'DELETE', string]> = [
  */
 export function registerSandboxOnlyRefusals(app: FastifyInstance): void {
   for (const [method, url] of SANDBOX_ONLY) {
-    app.route({ method, url, handler: async () => { throw Ads.routeNotFound() } })
+    // Not an operation of this host: left out of its OpenAPI document.
+    app.route({ method, url, schema: { hide: true }, handler: async () => { throw Ads.routeNotFound() } })
   }
 }
 
