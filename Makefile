@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 NODE ?= node
-APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg nginx supervisor
+APT_PACKAGES := redis-server librdkafka-dev gcc chromium ffmpeg nginx supervisor python3-requests-oauthlib python3-tweepy
 CLI := $(NODE) dist/services/cli.js
 
 .PHONY: nginx-conf types types-check schema-types-check readme help deps deps-npm deps-system build run test test-only lint walls typecheck bench bench-distributed up down status topics lag \
@@ -18,7 +18,7 @@ node_modules/.installed: package.json package-lock.json
 
 deps-npm: node_modules/.installed
 
-deps-system: ## install redis-server, librdkafka-dev, gcc, chromium, ffmpeg, nginx and supervisor with apt-get when absent
+deps-system: ## install redis-server, librdkafka-dev, gcc, chromium, ffmpeg, nginx, supervisor and the Python clients of the conformance suite (python3-requests-oauthlib, python3-tweepy) with apt-get when absent
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "==> installing Debian packages:$$missing"; \

@@ -2,12 +2,13 @@ import fs from 'node:fs/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthRequirement } from '../../common/auth/authenticate'
 import type { ServiceContext } from '../../common/context'
-import { Problems } from '../../common/errors'
+import { Problems, ProblemError } from '../../common/errors'
 import { NUMERIC_ID, openObject, pathParams, v2Ok } from '../../common/openapi'
 import { appendSegment, finalizeUpload, initUpload, ownUpload, parseSegmentIndex, removeExpiredUploads, settleUploads, type UploadSession } from './chunked'
-import { getMedia } from './records'
+import { getMedia, type MediaRecord } from './records'
+import { storeMedia } from './store-media'
 import { readSegmentInput, SEGMENT_BODY_LIMIT, type SegmentInput } from './segment-input'
-import { Refuse, toClassic, toProblem, UploadError } from './upload-errors'
+import { classicOfProblem, Refuse, toClassic, toProblem, UploadError } from './upload-errors'
 
 /**
  * The chunked upload as clients send it.
@@ -17,7 +18,9 @@ import { Refuse, toClassic, toProblem, UploadError } from './upload-errors'
  *         GET /2/media/upload?command=STATUS&media_id=...
  *   v1.1: POST /1.1/media/upload.json with command=INIT|APPEND|FINALIZE
  *         (multipart or form-encoded, the segment as `media` or base64
- *         `media_data`), GET /1.1/media/upload.json?command=STATUS&media_id=...
+ *         `media_data`), GET /1.1/media/upload.json?command=STATUS&media_id=...;
+ *         without `command` it is the simple upload of a whole file (up to a
+ *         segment's 5 MB), kept at once like POST /2/media/upload.
  *
  * Answers follow MediaUploadResponse (v2, under `data`) and the v1.1 upload
  * objects (`media_id` as an exact 64-bit number beside `media_id_string`);
@@ -76,6 +79,30 @@ async function v1View(ctx: ServiceContext, s: UploadSession): Promise<Record<str
     if (record?.media_type === 'VIDEO') body.video = { video_type: record.mime }
     else if (record) body.image = { image_type: record.mime, w: record.width, h: record.height }
   }
+  return body
+}
+
+/** The simple upload keeps the file at once; refusals in the v1.1 shape (324 for the media itself, 44 for another parameter). */
+async function simpleUpload(ctx: ServiceContext, userId: string, input: SegmentInput): Promise<MediaRecord> {
+  const segment = input.segment as NonNullable<SegmentInput['segment']>
+  try {
+    return await storeMedia(ctx, userId, { tmp: segment.file, size: segment.size, fields: input.fields })
+  } catch (err) {
+    throw err instanceof ProblemError ? classicOfProblem(err) : err
+  }
+}
+
+/** As the platform answers a simple upload: the chunked FINALIZE's object, kept media has no processing left. */
+function simpleView(ctx: ServiceContext, record: MediaRecord): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    media_id: record.media_id,
+    media_id_string: record.media_id,
+    media_key: record.media_key,
+    size: record.size,
+    expires_after_secs: Math.floor(ctx.config.mediaUploadTtlMs / 1000)
+  }
+  if (record.media_type === 'VIDEO') body.video = { video_type: record.mime }
+  else body.image = { image_type: record.mime, w: record.width, h: record.height }
   return body
 }
 
@@ -161,7 +188,11 @@ export function registerChunkedRoutes(scope: FastifyInstance, ctx: ServiceContex
   scope.post('/1.1/media/upload.json', post, (request, reply) =>
     handle('v1', request, reply, async (input) => {
       const command = input.fields.command
-      if (command === undefined || command === '') throw Refuse.missing('command')
+      if (command === undefined || command === '') {
+        // The simple upload: the whole file in `media` (or base64 `media_data`) and no command.
+        if (!input.segment) throw Refuse.missing('command')
+        return sendV1(reply, 200, simpleView(ctx, await simpleUpload(ctx, userOf(request), input)))
+      }
       if (command === 'INIT') {
         noSegment(input, 'INIT')
         return sendV1(reply, 200, await v1View(ctx, await initUpload(ctx, userOf(request), input.fields)))

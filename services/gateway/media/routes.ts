@@ -9,14 +9,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthRequirement } from '../../common/auth/authenticate'
 import type { ServiceContext } from '../../common/context'
 import { ApiError, Problems } from '../../common/errors'
-import { newNumericId, newSecret, newUuid } from '../../common/ids'
-import { EXTENSION_OF, inspectFile, MediaFormatError, type Inspection } from './inspect'
+import { newUuid } from '../../common/ids'
 import { registerChunkedRoutes } from './chunked-routes'
 import { removeExpiredUploads } from './chunked'
 import { NUMERIC_ID, openObject, v2Ok } from '../../common/openapi'
-import { extractPoster } from './poster'
-import { mediaDir, newRecord, saveMedia, type MediaRecord } from './records'
-import { checkMedia, defaultCategory, MEDIA_CATEGORIES, parseCategory, type MediaCategory } from './rules'
+import { mediaDir, type MediaRecord } from './records'
+import { storeMedia, type Received } from './store-media'
 
 /**
  * `POST /2/media/upload` (one-shot): multipart/form-data with the file in
@@ -32,16 +30,9 @@ const MEDIA_AUTH: AuthRequirement = { schemes: ['oauth1-user', 'oauth2-user'], s
 /** Base64 uploads are for images and GIFs (15 MB of bytes, a third more as text). */
 const BASE64_MAX_CHARS = Math.ceil((15 * 1024 * 1024 * 4) / 3) + 1024
 const FIELDS = new Set(['media', 'media_data', 'media_category', 'media_type', 'additional_owners', 'shared'])
-const MEDIA_TYPES = ['image/jpeg', 'image/pjpeg', 'image/png', 'image/gif', 'image/webp', 'video/mp4']
 const STALE_UPLOAD_MS = 60 * 60 * 1000
 const FILE_NAME = /^[A-Za-z0-9_-]{8,64}\.(png|jpg|gif|webp|mp4)$/
 const CONTENT_TYPES: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp', mp4: 'video/mp4' }
-
-interface Received {
-  tmp: string
-  size: number
-  fields: Record<string, string>
-}
 
 function invalid(parameter: string, message: string, value = ''): Error {
   return Problems.invalidParameter(parameter, value, message)
@@ -168,35 +159,6 @@ function tooLarge(maxBytes: number): Error {
   return Problems.generic(413, `The media exceeds the upload limit of ${maxBytes} bytes.`)
 }
 
-function readCategory(fields: Record<string, string>, info: Inspection): MediaCategory {
-  const raw = fields.media_category
-  if (raw === undefined || raw === '') return defaultCategory(info)
-  const category = parseCategory(raw)
-  if (!category) {
-    const accepted = [...MEDIA_CATEGORIES.map((c) => c.toLowerCase()), 'amplify_video'].join(', ')
-    throw invalid('media_category', `The \`media_category\` field must be one of ${accepted}; got "${raw.slice(0, 40)}".`, raw.slice(0, 40))
-  }
-  return category
-}
-
-function readOwners(fields: Record<string, string>): string[] {
-  const raw = fields.additional_owners
-  if (raw === undefined || raw === '') return []
-  const ids = [...new Set(raw.split(',').map((s) => s.trim()))]
-  if (ids.length > 100 || ids.some((id) => !/^[0-9]{1,19}$/.test(id))) {
-    throw invalid('additional_owners', 'The `additional_owners` field is a list of up to 100 user ids.', raw.slice(0, 60))
-  }
-  return ids
-}
-
-function checkClaimedType(fields: Record<string, string>, info: Inspection): void {
-  const claimed = fields.media_type?.toLowerCase()
-  if (claimed === undefined || claimed === '') return
-  if (!MEDIA_TYPES.includes(claimed)) throw invalid('media_type', `The \`media_type\` field must be one of ${MEDIA_TYPES.join(', ')}.`, claimed.slice(0, 40))
-  const normalized = claimed === 'image/pjpeg' ? 'image/jpeg' : claimed
-  if (normalized !== info.mime) throw invalid('media_type', `The \`media_type\` is ${claimed} but the file is ${info.mime}.`, claimed)
-}
-
 async function upload(ctx: ServiceContext, request: FastifyRequest): Promise<MediaRecord> {
   const auth = request.auth
   if (!auth || auth.scheme === 'bearer-app') throw Problems.generic(401, 'Unauthorized')
@@ -208,25 +170,7 @@ async function upload(ctx: ServiceContext, request: FastifyRequest): Promise<Med
     const received = request.isMultipart()
       ? await receiveMultipart(request, tmp, ctx.config.mediaMaxBytes)
       : await receiveObject(request.body, tmp)
-    let info: Inspection
-    try {
-      info = await inspectFile(received.tmp, ctx.config.mediaFfprobe)
-    } catch (err) {
-      if (err instanceof MediaFormatError) throw invalid('media', `Unsupported or malformed media: ${err.message}.`)
-      throw err
-    }
-    checkClaimedType(received.fields, info)
-    const category = readCategory(received.fields, info)
-    const additionalOwners = readOwners(received.fields)
-    const violation = checkMedia(category, info, received.size, ctx.config.mediaMaxBytes)
-    if (violation) throw invalid(violation.parameter, violation.message, violation.parameter === 'media_category' ? (received.fields.media_category ?? '') : '')
-
-    const file = `${newSecret(12)}.${EXTENSION_OF[info.format]}`
-    await fs.rename(received.tmp, path.join(dir, file))
-    const record = newRecord({ mediaId: newNumericId(), category, info, size: received.size, ownerUserId: auth.userId, additionalOwners, file })
-    if (record.media_type !== 'IMAGE') record.poster_media_key = (await extractPoster(ctx, record))?.media_key ?? null
-    await saveMedia(ctx, record)
-    return record
+    return await storeMedia(ctx, auth.userId, received)
   } finally {
     await fs.rm(tmp, { force: true })
   }

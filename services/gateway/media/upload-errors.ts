@@ -1,4 +1,4 @@
-import { ClassicError, Problems, type ApiError } from '../../common/errors'
+import { ClassicError, Problems, type ApiError, type InvalidRequestItem, type ProblemError } from '../../common/errors'
 
 /**
  * A refusal of a chunked upload, said once and rendered in the shape of the
@@ -39,4 +39,12 @@ export function toProblem(err: UploadError): ApiError {
 
 export function toClassic(err: UploadError): ApiError {
   return new ClassicError(400, { code: CLASSIC_CODE[err.kind], message: err.message })
+}
+
+/** A v2 refusal of the one-shot upload (store-media.ts) in the v1.1 shape: the item's message, 324 when it is about the media itself. */
+export function classicOfProblem(err: ProblemError): ApiError {
+  const item = (err.extras.errors as InvalidRequestItem[] | undefined)?.[0]
+  const parameter = Object.keys(item?.parameters ?? {})[0]
+  const code = err.statusCode === 413 || parameter === 'media' ? CLASSIC_CODE.media : CLASSIC_CODE.invalid
+  return new ClassicError(err.statusCode, { code, message: item?.message ?? err.detail })
 }

@@ -8,6 +8,7 @@ import { checkSignInForm, decisionOf, signInFromForm, single } from '../oauth/si
 import { appByClientId } from './clients'
 import { issueCode } from './grants'
 import { OAuth2Keys } from './keys'
+import { PKCE_VALUE, PKCE_VALUE_RULE } from './pkce'
 import { describeScopes, parseScope } from './scopes'
 
 /**
@@ -27,7 +28,6 @@ import { describeScopes, parseScope } from './scopes'
 
 const PENDING_TTL_MS = 15 * 60_000
 const STATE_MAX = 500
-const CHALLENGE = /^[A-Za-z0-9\-._~]{43,128}$/
 const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/
 
 interface PendingAuthorization {
@@ -99,7 +99,7 @@ function checkRequest(params: Map<string, string>, repeated: string[], allowPlai
   const method = given === undefined ? 'plain' : given.toUpperCase() === 'S256' ? 'S256' : given
   if (method === 'plain') {
     if (!allowPlain) throw new RedirectError('invalid_request', 'code_challenge_method must be S256: the plain method is not accepted.')
-    if (!CHALLENGE.test(challenge)) throw new RedirectError('invalid_request', 'code_challenge must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~.')
+    if (!PKCE_VALUE.test(challenge)) throw new RedirectError('invalid_request', `code_challenge must be ${PKCE_VALUE_RULE}.`)
   } else if (method === 'S256') {
     if (!S256_CHALLENGE.test(challenge)) throw new RedirectError('invalid_request', 'An S256 code_challenge is the base64url SHA-256 of the verifier: 43 characters.')
   } else {

@@ -16,6 +16,7 @@ import {
   revokeRefreshToken,
   rotateRefresh
 } from './grants'
+import { PKCE_VALUE, PKCE_VALUE_RULE } from './pkce'
 import { authenticateClient, formParams, installOAuth2ErrorHandler, OAuth2Errors, sendOAuth2Json } from './protocol'
 import { formatScope, parseScope } from './scopes'
 
@@ -25,8 +26,6 @@ import { formatScope, parseScope } from './scopes'
  * registered in their own scope with their own error handler.
  */
 
-/** RFC 7636 §4.1: 43 to 128 characters of [A-Z a-z 0-9 - . _ ~]. */
-const VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/
 
 export function s256(verifier: string): string {
   return createHash('sha256').update(verifier, 'ascii').digest('base64url')
@@ -64,7 +63,7 @@ async function authorizationCodeGrant(ctx: ServiceContext, request: FastifyReque
   }
   if (record.client_id !== client.clientId) throw OAuth2Errors.invalidGrant('The authorization code was issued to another client.')
   if (record.redirect_uri !== redirectUri) throw OAuth2Errors.invalidGrant('redirect_uri does not match the one of the authorization request.')
-  if (!VERIFIER.test(verifier)) throw OAuth2Errors.invalidGrant('code_verifier must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~.')
+  if (!PKCE_VALUE.test(verifier)) throw OAuth2Errors.invalidGrant(`code_verifier must be ${PKCE_VALUE_RULE}.`)
   const expected = record.code_challenge_method === 'S256' ? s256(verifier) : verifier
   if (!safeEqual(expected, record.code_challenge)) throw OAuth2Errors.invalidGrant('code_verifier does not match the code_challenge.')
 
