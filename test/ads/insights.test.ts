@@ -155,6 +155,46 @@ t.test('keyword insights: parameter rules', async (t) => {
   t.equal(unauthenticated.status, 401)
 })
 
+t.test('location as a targeting location id: posts tagged with that place or a place within it; ISO codes still', async (t) => {
+  const rt = await startTestRuntime(t, { services: [gatewayWithWorkers] })
+  const { id } = await createAdsIdentity(rt.ctx)
+  const call = caller(rt, id)
+  // Country-level targeting location ids (the LOCATION targeting values targeting.test.ts stores in criteria).
+  const US = '96683cc9126741d1'
+  const GB = '6416b8512febefc9'
+  const places: Array<[string, Record<string, unknown> | undefined]> = [
+    // Tagged with the country itself, then with a city within it (its contained_within names the country).
+    ['rust compilers everywhere', { id: US, place_type: 'country', full_name: 'United States', country_code: 'US' }],
+    ['rust in the city', { id: '5a110d312052166f', place_type: 'city', full_name: 'San Francisco, CA', country_code: 'US', contained_within: [US] }],
+    ['rust in london', { id: '457b4814b4240d87', place_type: 'city', full_name: 'London, England', country_code: 'GB', contained_within: [GB] }],
+    ['rust without a place', undefined]
+  ]
+  for (const [text, place] of places) {
+    const postId = newNumericId()
+    const at = base + HOUR
+    await rt.ctx.bus.publish(TOPICS.activityEvents, '1234567890', {
+      event_uuid: newNumericId(),
+      event_type: 'post.create',
+      user_id: '1234567890',
+      created_at: new Date(at).toISOString(),
+      payload: { id: postId, text, author_id: '1234567890', created_at: new Date(at).toISOString(), ...(place ? { geo: { place_id: place.id } } : {}) },
+      ...(place ? { includes: { places: [place] } } : {})
+    })
+  }
+  const volume = async (location?: string): Promise<number[]> => {
+    const query = { granularity: 'DAY', start_time: iso(base), end_time: iso(base + DAY), keywords: 'rust', ...(location !== undefined ? { location } : {}) }
+    const res = await call('GET', '12/insights/keywords/search', { query })
+    t.equal(res.status, 200, `location ${location ?? 'none'}: 200${res.status === 200 ? '' : ` (${res.text.slice(0, 300)})`}`)
+    return res.json<{ data: { tweet_volume: number[] } }>().data.tweet_volume
+  }
+  await eventually(async () => (await volume()).join() === '4', 5000)
+  t.same(await volume(US), [2], 'the US location id: the post tagged with the country and the one in a city within it')
+  t.same(await volume(US.toUpperCase()), [2], 'hex digits in any case')
+  t.same(await volume(GB), [1], 'the GB location id')
+  t.same(await volume('00000000000000aa'), [0], 'a location no post is in')
+  t.same(await volume('US'), [2], 'the ISO code still')
+})
+
 t.test('keyword insights ingest: a batch of events is one read and one store batch, in order (a post created and deleted in one batch is gone)', async (t) => {
   const rt = await startTestRuntime(t, { services: [] })
   const store = rt.ctx.store

@@ -16,7 +16,7 @@ import { isCandidateTerm, type Keyword, matchesKeyword, parseKeyword, postTerms,
  *
  * Corpus keys (each expires ADS_INSIGHTS_RETENTION after its hour ends):
  *
- *   ads:insights:hour:{hour}   hash post id -> {p: plain text, t: terms, c: country|null, at: ms}
+ *   ads:insights:hour:{hour}   hash post id -> {p: plain text, t: terms, c: country|null, l?: place ids, at: ms}
  *   ads:insights:post:{id}     the hour the post is filed under (for post.delete)
  */
 
@@ -31,6 +31,8 @@ interface CorpusPost {
   p: string
   t: string[]
   c: string | null
+  /** Ids of the place the post is tagged with and of the places containing it (absent: none). */
+  l?: string[]
   at: number
 }
 
@@ -45,16 +47,32 @@ interface ActivityEvent {
   includes?: { places?: Array<Record<string, unknown>> }
 }
 
+/** The place a post is tagged with: its geo's place_id among the included places, or the only one. */
+function placeOf(event: ActivityEvent): Record<string, unknown> | undefined {
+  const geo = event.payload.geo as Record<string, unknown> | undefined
+  const places = event.includes?.places ?? []
+  return places.find((p) => p.id === geo?.place_id) ?? (places.length === 1 ? places[0] : undefined)
+}
+
 /** The post's country: its geo's country code, or that of the place it is tagged with. */
 export function countryOf(event: ActivityEvent): string | null {
   const geo = event.payload.geo as Record<string, unknown> | undefined
   const direct = geo?.country_code
   if (typeof direct === 'string' && /^[A-Za-z]{2}$/.test(direct)) return direct.toUpperCase()
-  const places = event.includes?.places ?? []
-  const placeId = geo?.place_id
-  const place = places.find((p) => p.id === placeId) ?? (places.length === 1 ? places[0] : undefined)
-  const code = place?.country_code
+  const code = placeOf(event)?.country_code
   return typeof code === 'string' && /^[A-Za-z]{2}$/.test(code) ? code.toUpperCase() : null
+}
+
+const PLACE_ID = /^[0-9A-Za-z_-]{1,64}$/
+const MAX_PLACE_IDS = 10
+
+/** Ids of the post's place and of the places it lies within (the v2 place's contained_within), lowercased. */
+export function placeIdsOf(event: ActivityEvent): string[] {
+  const place = placeOf(event)
+  if (!place) return []
+  const within = Array.isArray(place.contained_within) ? (place.contained_within as unknown[]) : []
+  const ids = [place.id, ...within].filter((id): id is string => typeof id === 'string' && PLACE_ID.test(id)).map((id) => id.toLowerCase())
+  return [...new Set(ids)].slice(0, MAX_PLACE_IDS)
 }
 
 /**
@@ -73,7 +91,8 @@ function corpusWrites(event: ActivityEvent, retention: number, now: number): { i
   const note = (event.payload.note_tweet as { text?: unknown } | undefined)?.text
   const text = typeof note === 'string' && note.length > 0 ? note : String(event.payload.text ?? '')
   const terms = postTerms(text)
-  const post: CorpusPost = { p: terms.plain, t: terms.terms, c: countryOf(event), at }
+  const places = placeIdsOf(event)
+  const post: CorpusPost = { p: terms.plain, t: terms.terms, c: countryOf(event), ...(places.length > 0 ? { l: places } : {}), at }
   return {
     id,
     hour,
@@ -150,7 +169,10 @@ export interface InsightsQuery {
   negative: Keyword[]
   start: number
   end: number
+  /** Scope by an ISO 3166-1 alpha-2 code: posts of that country (geo or tagged place). */
   country: string | null
+  /** Scope by a targeting location id: posts tagged with that place or a place within it. */
+  locationId: string | null
 }
 
 export interface InsightsResult {
@@ -172,6 +194,7 @@ export async function computeInsights(ctx: ServiceContext, q: InsightsQuery): Pr
       const post = JSON.parse(raw) as CorpusPost
       if (post.at < q.start || post.at >= q.end) continue
       if (q.country !== null && post.c !== q.country) continue
+      if (q.locationId !== null && !(post.l ?? []).includes(q.locationId)) continue
       const terms: PostTerms = { plain: post.p, terms: post.t }
       if (!q.keywords.some((k) => matchesKeyword(terms, k))) continue
       if (q.negative.some((k) => matchesKeyword(terms, k))) continue
@@ -220,16 +243,28 @@ export function readInsightsQuery(p: Params, now = Date.now()): InsightsQuery {
   const end = endRaw === undefined ? now : Date.parse(endRaw)
   if (end <= start) throw Ads.invalid(endRaw === undefined ? 'start_time' : 'end_time', 'end_time must be later than start_time')
   if (end - start > MAX_RANGE_MS) throw Ads.invalid(endRaw === undefined ? 'start_time' : 'end_time', 'The time range (end_time minus start_time) must be at most 7 days')
-  let country: string | null = null
+  return { granularity, keywords, negative, start, end, ...readLocation(p) }
+}
+
+/** A targeting location id, as the LOCATION targeting values of the platform's location catalog are spelled (96683cc9126741d1: the United States). */
+const LOCATION_ID = /^[0-9a-f]{16}$/i
+
+/**
+ * `location`: one country-level targeting value, either the targeting
+ * location id LOCATION criteria take or an ISO 3166-1 alpha-2 code.
+ */
+function readLocation(p: Params): { country: string | null; locationId: string | null } {
   const location = p.string('location', { max: 100 })
-  if (location !== undefined) {
-    const parts = location.split(',').map((s) => s.trim()).filter((s) => s !== '')
-    if (parts.length !== 1) throw Ads.invalid('location', 'Keyword insights are scoped by a single country: give one location')
-    const code = (parts[0] as string).toUpperCase()
-    if (!isCountryCode(code)) throw Ads.invalid('location', `Expected a country-level location (ISO 3166-1 alpha-2 code such as US), got "${location.slice(0, 40)}"`)
-    country = code
+  if (location === undefined) return { country: null, locationId: null }
+  const parts = location.split(',').map((s) => s.trim()).filter((s) => s !== '')
+  if (parts.length !== 1) throw Ads.invalid('location', 'Keyword insights are scoped by a single country: give one location')
+  const value = parts[0] as string
+  if (LOCATION_ID.test(value)) return { country: null, locationId: value.toLowerCase() }
+  const code = value.toUpperCase()
+  if (!isCountryCode(code)) {
+    throw Ads.invalid('location', `Expected a country-level location: a targeting location id (16 hex digits such as 96683cc9126741d1) or an ISO 3166-1 alpha-2 code such as US; got "${location.slice(0, 40)}"`)
   }
-  return { granularity, keywords, negative, start, end, country }
+  return { country: code, locationId: null }
 }
 
 export async function registerInsightsRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
