@@ -1,6 +1,7 @@
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import { ADS_API_VERSION } from './ads/version'
+import { capText } from './echo'
 import { adsCodeForStatus, problemBody } from './errors'
 import { shapeOfPath } from './http-errors'
 import { targetPath } from './request-target'
@@ -35,32 +36,45 @@ interface Connection {
   headTarget?: string
   /** A client error was taken (the parser repeats it for every later packet), or the connection was upgraded. */
   done: boolean
+  /** Its answer waits for the earlier answers. */
+  answering?: boolean
 }
 
 const LF = 0x0a
 const CR = 0x0d
 const SP = 0x20
 const HTAB = 0x09
+const SLASH = 0x2f
+const STAR = 0x2a
 
+/**
+ * A character of a method as a client may spell one: letters of either case,
+ * digits, '-', '_', '.'. Methods the parser refuses (`get`, `FOO`, `G3T`)
+ * still name the path whose interface shapes the answer.
+ */
 function isMethodChar(c: number | undefined): boolean {
-  return c !== undefined && ((c >= 65 && c <= 90) || c === 0x2d)
+  return c !== undefined && ((c >= 65 && c <= 90) || (c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 0x2d || c === 0x5f || c === 0x2e)
 }
 
-/** The end of the method token starting at `p` (uppercase letters, '-'), when a space and a target follow it. */
+const isSeparator = (c: number | undefined): boolean => c === SP || c === HTAB
+
+/** The end of the method token starting at `p`, when a space (or tab) and a target follow it. */
 function methodEnd(buf: Buffer, p: number): number | undefined {
   let i = p
   while (i < buf.length && i - p <= 20 && isMethodChar(buf[i])) i++
-  if (i === p || buf[i] !== SP) return undefined
+  if (i === p || !isSeparator(buf[i])) return undefined
   const next = buf[i + 1]
-  return next === undefined || next === SP || next === CR || next === LF ? undefined : i
+  if (next === undefined || isSeparator(next) || next === CR || next === LF) return undefined
+  // A target as requests write them (a path, `*`, an absolute URL): `Bad Header: 1` is a header line, not a head.
+  return next === SLASH || next === STAR || /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(buf.toString('latin1', i + 1, i + 40)) ? i : undefined
 }
 
 /** Whether a whole request line starts at `p`: `METHOD SP target SP HTTP/x.y CRLF` (read no further than the target's bound). */
 function wholeRequestLine(buf: Buffer, p: number): boolean {
   let i = (methodEnd(buf, p) as number) + 1
   const stop = Math.min(buf.length, i + TARGET_MAX_CHARS)
-  while (i < stop && buf[i] !== SP && buf[i] !== CR && buf[i] !== LF) i++
-  return buf[i] === SP && /^HTTP\/\d\.\d\r?\n/.test(buf.toString('latin1', i + 1, i + 11))
+  while (i < stop && !isSeparator(buf[i]) && buf[i] !== CR && buf[i] !== LF) i++
+  return isSeparator(buf[i]) && /^HTTP\/\d\.\d\r?\n/.test(buf.toString('latin1', i + 1, i + 11))
 }
 
 /**
@@ -90,8 +104,9 @@ export function lastHeadStart(buf: Buffer, at: number): number | undefined {
 function targetAt(buf: Buffer, p: number, end: number): string {
   const start = (methodEnd(buf, p) as number) + 1
   let i = start
-  const stop = Math.min(end, buf.length, start + TARGET_MAX_CHARS)
-  while (i < stop && buf[i] !== SP && buf[i] !== CR && buf[i] !== LF) i++
+  // A failure before the target (in the method) still leaves the target to read.
+  const stop = Math.min(end > start ? end : buf.length, buf.length, start + TARGET_MAX_CHARS)
+  while (i < stop && !isSeparator(buf[i]) && buf[i] !== CR && buf[i] !== LF) i++
   return buf.toString('latin1', start, i)
 }
 
@@ -126,6 +141,11 @@ export function failingTarget(err: ClientError, conn: Pick<Connection, 'last' | 
 export function clientErrorAnswer(err: ClientError, target: string | null, problemBase: string): string {
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
   const detail = status === 431 ? 'Request headers (or the query string) are too large.' : status === 408 ? 'Request timed out.' : 'Malformed HTTP request.'
+  return rawAnswer(status, detail, target, problemBase)
+}
+
+/** An error answer written on the socket itself, in the shape of the interface `target` belongs to. */
+function rawAnswer(status: number, detail: string, target: string | null, problemBase: string): string {
   const shape = shapeOfPath(targetPath(target ?? '/'))
   const body = JSON.stringify(
     shape === 'ads'
@@ -209,6 +229,7 @@ export class ClientErrorAnswers {
       this.connections.set(socket, conn)
       // Runs after Node's parser has taken the packet: 'request' events for it were already emitted.
       socket.on('data', (chunk: Buffer) => observe(conn, chunk))
+      socket.on('end', () => onClientEnd(conn, socket))
     })
     // Before the application's listener, which may answer at once.
     server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
@@ -222,11 +243,35 @@ export class ClientErrorAnswers {
       res.once('finish', settle)
       res.once('close', settle)
     })
-    // An upgraded connection carries another protocol: nothing more to watch.
-    server.prependListener('upgrade', (req: IncomingMessage) => {
-      const conn = this.connections.get(req.socket)
-      if (conn) conn.done = true
+    // An upgraded connection carries another protocol: nothing more to watch. A listener that takes
+    // the upgrade claims it (claimUpgrade) in the same turn; one nobody claims is refused here.
+    server.prependListener('upgrade', (req: IncomingMessage, socket: Socket) => {
+      const earlier = this.handOver(req, socket)
+      earlierAnswers.set(req, earlier)
+      process.nextTick(() => {
+        if (claimed.has(req)) return
+        const path = targetPath(req.url ?? '/')
+        this.refuse(socket, earlier, rawAnswer(404, `The route ${capText(path, 200)} does not upgrade to a WebSocket.`, req.url ?? null, this.problemBase))
+      })
     })
+    // CONNECT (a proxy's method) is not served; without a listener Node would drop the connection and
+    // with it the answers of the requests before it.
+    server.on('connect', (req: IncomingMessage, socket: Socket) => {
+      this.refuse(socket, this.handOver(req, socket), rawAnswer(405, 'The CONNECT method is not served.', req.url ?? null, this.problemBase))
+    })
+  }
+
+  /** The connection leaves HTTP with this request: what is left is to wait for the answers before it. */
+  private handOver(req: IncomingMessage, socket: Socket): Promise<boolean> {
+    socket.on('error', () => undefined)
+    const conn = this.connections.get(req.socket)
+    if (conn) conn.done = true
+    return allFinished(conn ? [...conn.open] : [], socket, this.waitBound())
+  }
+
+  /** Writes `answer` once the earlier answers went out, then closes; a connection whose earlier answers never finish is destroyed. */
+  private refuse(socket: Socket, earlier: Promise<boolean>, answer: string): void {
+    void earlier.then((done) => (done ? endWith(socket, answer) : socket.destroy()))
   }
 
   /** The bound on waiting for earlier answers: the server's request timeout, or CLIENT_ERROR_WAIT_MS. */
@@ -248,7 +293,10 @@ export class ClientErrorAnswers {
     // The request whose body failed is the one this error answers (unless its own answer has begun).
     const failing = conn?.last && !conn.last.complete ? conn.lastAnswer : undefined
     const earlier = conn ? [...conn.open].filter((res) => res !== failing) : []
-    void this.afterEarlier(socket, earlier, failing, answer)
+    if (conn) conn.answering = true
+    void this.afterEarlier(socket, earlier, failing, answer).finally(() => {
+      if (conn) conn.answering = false
+    })
   }
 
   private async afterEarlier(socket: Socket, earlier: ServerResponse[], failing: ServerResponse | undefined, answer: string): Promise<void> {
@@ -267,6 +315,38 @@ export class ClientErrorAnswers {
     }
     endWith(socket, answer)
   }
+}
+
+/**
+ * The client half-closed its side (it sends nothing more). The server runs
+ * with httpAllowHalfOpen (http.ts), so the requests it already sent are
+ * still answered and the last answer ends the connection. Two exceptions: a
+ * client error's answer still waiting for earlier answers is the one that
+ * ends it; and an answer that streams (headers sent, never ended: the
+ * activity stream) is a reader that left, so the connection closes now,
+ * as Node does by default.
+ */
+function onClientEnd(conn: Connection, socket: Socket): void {
+  const open = [...conn.open]
+  if (open.some((res) => res.headersSent && !res.writableEnded)) {
+    socket.destroy()
+    return
+  }
+  if (conn.answering) for (const res of open) (res as ServerResponse & { _last?: boolean })._last = false
+}
+
+/** Per upgrade request: resolves when every earlier answer on its connection went out (false: never, or the connection closed). */
+const earlierAnswers = new WeakMap<IncomingMessage, Promise<boolean>>()
+const claimed = new WeakSet<IncomingMessage>()
+
+/**
+ * Takes an upgrade request (a WebSocket handshake on a path the caller
+ * serves). Resolves once the answers to the requests before it on the
+ * connection went out: nothing may be written on the socket before that.
+ */
+export function claimUpgrade(req: IncomingMessage): Promise<boolean> {
+  claimed.add(req)
+  return earlierAnswers.get(req) ?? Promise.resolve(true)
 }
 
 /** Remembers the request line of a head that is still arriving when a packet ends (the next packet may be where it fails). */

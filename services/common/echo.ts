@@ -13,6 +13,19 @@ export function capText(text: string, maxChars: number): string {
   return text.length > maxChars ? `${text.slice(0, maxChars)}…` : text
 }
 
+/** Control characters, which JSON writes as six-byte `\u00XX` escapes. */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/g
+
+/**
+ * Text of an error message, bounded, its control characters shown as `?`:
+ * an echo then costs no more bytes in the answer than the input it quotes
+ * cost in the request (a `%01` in a form is 3 bytes, its JSON escape 6).
+ */
+export function messageText(text: string, maxChars: number): string {
+  return capText(text, maxChars).replace(CONTROL, '?')
+}
+
 /**
  * A value as an error echoes it: strings as they are, anything else in a
  * JSON-like form. Bounded in length and depth, so a huge or deeply nested
@@ -21,7 +34,7 @@ export function capText(text: string, maxChars: number): string {
  * the size of the value.
  */
 export function echoValue(value: unknown, maxChars = ECHO_MAX_CHARS): string {
-  if (typeof value === 'string') return capText(value, maxChars)
+  if (typeof value === 'string') return messageText(value, maxChars)
   const parts: string[] = []
   let used = 0
   /** Appends `text`; false once the budget is spent (the walk then stops). */
@@ -49,5 +62,5 @@ export function echoValue(value: unknown, maxChars = ECHO_MAX_CHARS): string {
     return emit('}')
   }
   walk(value, 0)
-  return capText(parts.join(''), maxChars)
+  return messageText(parts.join(''), maxChars)
 }

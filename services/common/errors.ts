@@ -1,5 +1,5 @@
 import { STATUS_CODES } from 'node:http'
-import { capText, ECHO_MAX_CHARS, echoValue } from './echo'
+import { capText, ECHO_MAX_CHARS, echoValue, messageText } from './echo'
 
 /**
  * Every error the gateway can answer with, defined in one place.
@@ -29,7 +29,8 @@ export class ClassicError extends ApiError {
   readonly statusCode: number
   readonly items: ClassicErrorItem[]
   constructor(statusCode: number, items: ClassicErrorItem[] | ClassicErrorItem) {
-    const list = Array.isArray(items) ? items : [items]
+    // Bounded like Problems: a message quoting the input never grows with it.
+    const list = (Array.isArray(items) ? items : [items]).slice(0, PROBLEM_MAX_ITEMS).map((i) => ({ ...i, message: messageText(i.message, PROBLEM_DETAIL_MAX_CHARS) }))
     super(list.map((i) => i.message).join('; '))
     this.statusCode = statusCode
     this.items = list
@@ -63,7 +64,7 @@ export const Classic = {
 export class OAuthTextError extends ApiError {
   readonly statusCode: number
   constructor(statusCode: number, message: string) {
-    super(message)
+    super(messageText(message, PROBLEM_DETAIL_MAX_CHARS))
     this.statusCode = statusCode
   }
 }
@@ -210,7 +211,7 @@ export class ProblemError extends ApiError {
     detail: string,
     readonly extras: ProblemExtras = {}
   ) {
-    const bounded = capText(detail, PROBLEM_DETAIL_MAX_CHARS)
+    const bounded = messageText(detail, PROBLEM_DETAIL_MAX_CHARS)
     super(bounded)
     this.detail = bounded
     this.statusCode = statusCode
@@ -252,7 +253,7 @@ function boundedItems(errors: InvalidRequestItem[], detail: string): { errors: I
       if (names++ >= PARAMETER_MAX_VALUES) break
       parameters[capText(name, ECHO_MAX_CHARS)] = values.slice(0, PARAMETER_MAX_VALUES).map((v) => echoValue(v))
     }
-    return { message: capText(item.message, PROBLEM_DETAIL_MAX_CHARS), parameters }
+    return { message: messageText(item.message, PROBLEM_DETAIL_MAX_CHARS), parameters }
   })
   const more = items.length - shown.length
   return { errors: shown, detail: more > 0 ? `${detail} (${more} more not listed)` : detail }
@@ -337,7 +338,7 @@ export class AdsError extends ApiError {
     // Bounded like Problems: a body failing one rule many times still gets a small answer.
     const list = (Array.isArray(items) ? items : [items])
       .slice(0, PROBLEM_MAX_ITEMS)
-      .map((i) => ({ ...i, message: capText(i.message, PROBLEM_DETAIL_MAX_CHARS), ...(i.parameter !== undefined ? { parameter: capText(i.parameter, ECHO_MAX_CHARS) } : {}) }))
+      .map((i) => ({ ...i, message: messageText(i.message, PROBLEM_DETAIL_MAX_CHARS), ...(i.parameter !== undefined ? { parameter: messageText(i.parameter, ECHO_MAX_CHARS) } : {}) }))
     super(list.map((i) => i.message).join('; '))
     this.statusCode = statusCode
     this.items = list

@@ -17,7 +17,7 @@ import {
   Problems,
   type InvalidRequestItem
 } from './errors'
-import { capText, ECHO_MAX_CHARS, echoValue } from './echo'
+import { capText, ECHO_MAX_CHARS, echoValue, messageText } from './echo'
 import { JsonTooDeepError } from './json-depth'
 import { redactDeep, redactUrl, SECRET_KEYS } from './logger'
 import { targetPath } from './request-target'
@@ -40,8 +40,13 @@ declare module 'fastify' {
 }
 
 
+/** Paths of the advertising interface: a version number first, whether served (12, 5) or not (`/11/accounts`); `/2/` is v2. */
+const ADS_PATH = /^\/(?!2\/)[0-9]+\//
+/** The versions of the advertising interface served (`/5/` for audience permissions). */
+const SERVED_ADS_VERSION = /^\/(12|5)\//
+
 export function shapeOfPath(path: string): ErrorShape {
-  if (/^\/(12|5)\//.test(path)) return 'ads'
+  if (ADS_PATH.test(path)) return 'ads'
   if (/^\/(oauth|oauth2|1\.1)\//.test(path)) return 'classic'
   return 'v2'
 }
@@ -114,8 +119,8 @@ const ADS_PARAMS_MAX_CHARS = 8 * 1024
 const ADS_PARAM_MAX_ITEMS = 200
 
 function boundedParam(value: unknown): unknown {
-  if (typeof value === 'string') return capText(value, PROBLEM_DETAIL_MAX_CHARS)
-  if (Array.isArray(value)) return value.slice(0, ADS_PARAM_MAX_ITEMS).map((item: unknown) => (typeof item === 'string' ? capText(item, ECHO_MAX_CHARS) : item))
+  if (typeof value === 'string') return messageText(value, PROBLEM_DETAIL_MAX_CHARS)
+  if (Array.isArray(value)) return value.slice(0, ADS_PARAM_MAX_ITEMS).map((item: unknown) => (typeof item === 'string' ? messageText(item, ECHO_MAX_CHARS) : item))
   return value
 }
 
@@ -124,7 +129,7 @@ function boundedParams(params: Record<string, unknown>): Record<string, unknown>
   const out: Record<string, unknown> = {}
   let used = 0
   for (const [name, value] of Object.entries(params)) {
-    const key = capText(name, ECHO_MAX_CHARS)
+    const key = messageText(name, ECHO_MAX_CHARS)
     const echoed = boundedParam(value)
     used += key.length + (JSON.stringify(echoed)?.length ?? 0) + 4
     if (used > ADS_PARAMS_MAX_CHARS) break
@@ -347,6 +352,10 @@ export function notFound(app: FastifyInstance, request: FastifyRequest, reply: F
     const message = `The route ${request.method} ${path} does not exist; it supports ${allowed.join(', ')}.`
     if (shape === 'ads') return sendAds(reply, request, new AdsError(405, { code: 'METHOD_NOT_ALLOWED', message }))
     return sendProblem(reply, problemBase, Problems.generic(405, message))
+  }
+  if (shape === 'ads' && ADS_PATH.test(path) && !SERVED_ADS_VERSION.test(path)) {
+    const version = capText(path.split('/')[1] ?? '', 20)
+    return sendAds(reply, request, new AdsError(404, { code: 'ROUTE_NOT_FOUND', message: `Version ${version} of the advertising interface is not served; the current version is ${ADS_API_VERSION}.` }))
   }
   if (shape === 'ads') return sendAds(reply, request, new AdsError(404, { code: 'ROUTE_NOT_FOUND', message: 'The requested resource could not be found' }))
   if (shape === 'classic') return reply.code(404).type('application/json; charset=utf-8').send({ errors: [{ code: 34, message: 'Sorry, that page does not exist.' }] })

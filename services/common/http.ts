@@ -95,7 +95,8 @@ async function guardJsonDepth(request: FastifyRequest, reply: FastifyReply, payl
 
 export async function buildServer(ctx: ServiceContext, options: ServerOptions): Promise<FastifyInstance> {
   const { config } = ctx
-  const https = config.tlsCert !== '' ? { key: fs.readFileSync(config.tlsKey), cert: fs.readFileSync(config.tlsCert) } : undefined
+  // A request without Host is refused by the route layer in its interface's shape (Node's own refusal is an empty 400).
+  const https = config.tlsCert !== '' ? { key: fs.readFileSync(config.tlsKey), cert: fs.readFileSync(config.tlsCert), requireHostHeader: false } : undefined
   const clientErrors = new ClientErrorAnswers(config.problemBase)
   const app = fastify({
     loggerInstance: ctx.log,
@@ -112,8 +113,11 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => clientErrors.answer(err, socket),
     // Errors fastify raises before routing (malformed URL, over-long parameter) use the same rendering.
     frameworkErrors: (err, request, reply) => renderError(err, request, reply, config.problemBase, ctx.log),
-    ...(https ? { https } : {})
+    ...(https ? { https } : { http: { requireHostHeader: false } })
   }) as unknown as FastifyInstance
+  // A client that half-closes after pipelining its requests (writes them, then ends its side) still
+  // gets every answer; by default Node drops the requests in progress when the client's FIN arrives.
+  ;(app.server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true
 
   // Response serialization resolves $refs through these; validation uses the registry's own ajv.
   for (const schema of ctx.schemas.schemas.values()) app.addSchema(schema)
@@ -155,6 +159,11 @@ export async function buildServer(ctx: ServiceContext, options: ServerOptions): 
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
+    // HTTP/1.1 requires Host (RFC 9112 §3.2).
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      reply.header('connection', 'close')
+      throw Object.assign(new Error('The Host header is missing.'), { statusCode: 400 })
+    }
   })
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unknown'

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { WebSocketServer } from 'ws'
 import { Authenticator } from '../common/auth/authenticate'
+import { claimUpgrade } from '../common/client-errors'
 import type { ServiceContext } from '../common/context'
 import { ApiError, Classic, ClassicError, ProblemError, Problems } from '../common/errors'
 import { routeFamily } from '../common/ratelimit'
@@ -128,17 +129,20 @@ export function attachWebSocketStream(app: FastifyInstance, ctx: ServiceContext,
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     const url = new URL(req.url ?? '/', 'http://localhost')
-    if (url.pathname !== STREAM_PATH) {
-      // Another listener may own that path; when we are the only one, answer instead of leaving the socket hanging.
-      if (app.server.listenerCount('upgrade') === 1) reject(socket, Problems.generic(404, `The route ${url.pathname} does not upgrade to a WebSocket.`), ctx.config.problemBase)
-      return
-    }
+    // Another path: the HTTP layer answers an upgrade nobody claims (client-errors.ts).
+    if (url.pathname !== STREAM_PATH) return
+    // Nothing is written before the answers to requests pipelined ahead of the handshake went out.
+    const earlierAnswered = claimUpgrade(req)
     socket.on('error', () => undefined)
     void (async () => {
       let admission
       // Decided before anything can fail: a ticket means a page, which can only read a refusal in band.
       const inBand = url.searchParams.has('ticket') || ticketProtocol(offeredProtocols(req)) !== undefined
       try {
+        if (!(await earlierAnswered)) {
+          socket.destroy()
+          return
+        }
         const credential = credentialOf(req, url)
         const { backfillMinutes } = parseStreamQuery(Object.fromEntries(url.searchParams), { websocket: true })
         const appId = credential.kind === 'ticket' ? (await tickets.redeem(credential.ticket)).id : await headerApp(req)

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { App, SignInSession } from '../../common/auth/records'
 import type { ServiceContext } from '../../common/context'
+import { messageText } from '../../common/echo'
 import { newSecret } from '../../common/ids'
 import { formErrorPage, renderConsentPage, renderNoticePage, sendPage } from '../oauth/page'
 import { csrfToken, SignInSessions } from '../oauth/sessions'
@@ -45,11 +46,14 @@ interface PendingAuthorization {
 type AuthorizeError = 'invalid_request' | 'unsupported_response_type' | 'invalid_scope'
 
 class RedirectError extends Error {
+  readonly description: string
   constructor(
     readonly error: AuthorizeError,
-    readonly description: string
+    description: string
   ) {
     super(description)
+    // It travels in the Location header: bounded whatever the request repeated.
+    this.description = messageText(description, 300)
   }
 }
 

@@ -1,7 +1,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { safeEqual } from '../../common/auth/oauth1'
 import type { App } from '../../common/auth/records'
-import { ClassicError } from '../../common/errors'
+import { messageText } from '../../common/echo'
+import { ClassicError, PROBLEM_DETAIL_MAX_CHARS } from '../../common/errors'
 import type { Store } from '../../common/store/types'
 import { appByClientId } from './clients'
 
@@ -28,6 +29,8 @@ export class OAuth2Error extends Error {
     readonly headers: Record<string, string> = {}
   ) {
     super(description)
+    // A description quoting the request never grows with it.
+    this.description = messageText(description, PROBLEM_DETAIL_MAX_CHARS)
   }
 }
 
