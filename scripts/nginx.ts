@@ -2,7 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { loadConfig } from '../services/common/config'
 import { adsCodeForStatus, problemBody } from '../services/common/errors'
-import { shapeOfPath, type ErrorShape } from '../services/common/http'
+import { shapeOfPath, type ErrorShape } from '../services/common/server'
 import { projectRoot } from '../services/common/bus/topics'
 
 /**

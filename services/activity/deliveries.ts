@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { ActivityEvent } from './matching'
+import type { ActivityEvent } from './subscription-filter'
 import type { Subscription } from './subscriptions'
 import type { Delivery, Envelope } from '../common/bus/deliveries'
 

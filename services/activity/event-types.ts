@@ -58,7 +58,7 @@ export function supportsDirection(type: EventType): boolean {
 }
 
 /**
- * Kinds whose payload carries text a keyword can be searched in (matching.ts
+ * Kinds whose payload carries text a keyword can be searched in (subscription-filter.ts
  * textFields). A keyword on the others (a deleted post's ids, read receipts,
  * typing indicators) could never match, so a subscription asking for one is refused.
  */

@@ -7,7 +7,7 @@ import { newNumericId } from '../common/ids'
 import { operatorGuard, resolveOperatorToken } from '../common/operator'
 import type { ErrorObject } from 'ajv'
 import { acceptedEventTypeNames, normalizeEventType } from './event-types'
-import type { ActivityEvent } from './matching'
+import type { ActivityEvent } from './subscription-filter'
 import { batchFingerprint, type Claim, idempotencyKeyOf, IngestIdempotency, REPLAYED_HEADER } from './ingest-idempotency'
 import { activityMetrics } from './metrics'
 

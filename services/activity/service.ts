@@ -3,7 +3,7 @@ import { registerActivityConsoleRoutes } from './console-routes'
 import { registerIngestRoute } from './ingest'
 import { activityMetrics } from './metrics'
 import { registerSubscriptionRoutes } from './routes'
-import { startMatcher } from './worker'
+import { startMatcher } from './matcher'
 
 /**
  * The activity service (design.md): subscriptions and their match index,

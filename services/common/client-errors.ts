@@ -319,7 +319,7 @@ export class ClientErrorAnswers {
 
 /**
  * The client half-closed its side (it sends nothing more). The server runs
- * with httpAllowHalfOpen (http.ts), so the requests it already sent are
+ * with httpAllowHalfOpen (server.ts), so the requests it already sent are
  * still answered and the last answer ends the connection. Two exceptions: a
  * client error's answer still waiting for earlier answers is the one that
  * ends it; and an answer that streams (headers sent, never ended: the

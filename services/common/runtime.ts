@@ -3,7 +3,7 @@ import { baseUrl as configuredBase, type Config } from './config'
 import type { ServiceContext } from './context'
 import { busLagRoutes } from './admin-bus'
 import { markSandboxHost } from './ads/world'
-import { buildServer } from './http'
+import { buildServer } from './server'
 import { startPresence } from './console/presence'
 import type { ServiceDefinition, Worker } from './service'
 

@@ -1,9 +1,9 @@
 import t from 'tap'
 import { deliveryId } from '../../services/activity/deliveries'
 import { EVENT_TYPES, type EventType } from '../../services/activity/event-types'
-import { type ActivityEvent, directionsFor, keywordMatches, textFields } from '../../services/activity/matching'
+import { type ActivityEvent, directionsFor, keywordMatches, textFields } from '../../services/activity/subscription-filter'
 import type { Subscription } from '../../services/activity/subscriptions'
-import { matchEvent } from '../../services/activity/worker'
+import { matchEvent } from '../../services/activity/matcher'
 import { schemaRegistry } from '../../services/common/schemas'
 import { sampleEvent } from './support'
 

@@ -13,7 +13,7 @@ import { bearerRequest, createIdentity, eventually, oauth1Request, plainRequest,
 import { redisStore, startRedis } from '../support/infra'
 
 /**
- * What the shared HTTP layer (services/common/http.ts) does for every route,
+ * What the shared HTTP layer (services/common/server.ts) does for every route,
  * checked on probe routes of each interface so the cases do not depend on
  * any one service's routes: malformed and over-deep bodies, body types
  * without coercion, 405 on a known path, and the X-Request-Id rule.

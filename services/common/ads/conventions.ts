@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { AuthRequirement } from '../auth/authenticate'
 import { Ads, AdsError } from '../errors'
-import { adsRequestParams } from '../http'
+import { adsRequestParams } from '../server'
 import { ADS_API_VERSION } from './version'
 
 /**

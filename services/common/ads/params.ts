@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import { Ads } from '../errors'
-import { recordAdsEcho } from '../http'
+import { recordAdsEcho } from '../server'
 import { formatIsoTime, parseIsoTime } from './times'
 
 interface StringRule {

@@ -3,7 +3,7 @@ import type { EventsActivityDeliveries } from '../generated/schema-types'
 /**
  * A delivery: one event matched by one subscription, published by the
  * activity matcher on `activity.deliveries` and consumed by the stream and
- * webhooks services (key: `app_id:user_id`, see deliveryKey in services/activity/worker.ts;
+ * webhooks services (key: `app_id:user_id`, see deliveryKey in services/activity/matcher.ts;
  * schemas/events/activity.deliveries.json).
  * Its envelope is what the stream and the webhook send, byte for byte
  * (JSON.stringify of `envelope`), with the field order of platform-facts §5.

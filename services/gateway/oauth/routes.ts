@@ -4,7 +4,7 @@ import { registerAccountRoutes } from './account'
 import { registerAuthorizePages } from './authorize'
 import { registerConnectedAppsPage } from './connected-apps'
 import { registerOAuth1Routes } from './oauth1'
-import { registerOAuth2Routes } from './oauth2'
+import { registerOAuth2Routes } from './app-only-tokens'
 import { RequestTokens } from './request-tokens'
 import { SignInSessions } from './sessions'
 

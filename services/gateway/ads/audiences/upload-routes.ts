@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ServiceContext } from '../../../common/context'
 import { AdsError } from '../../../common/errors'
-import { adsRequestParams } from '../../../common/http'
+import { adsRequestParams } from '../../../common/server'
 import { ADS_API_VERSION, requireJsonBody } from '../conventions'
 import type { MembershipOperation } from './membership'
 import { checkBatchShape, type UploadPlan, type UploadRules, validateUpload } from './uploads'

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { User } from '../../../common/auth/records'
 import type { ServiceContext } from '../../../common/context'
-import { adsRequestParams } from '../../../common/http'
+import { adsRequestParams } from '../../../common/server'
 import { getUser } from '../../identity'
 import { requireAccount } from '../accounts'
 import { actorOf, ADS_API_VERSION, ADS_AUTH, listOptions, paginate, Params } from '../conventions'
