@@ -13,9 +13,13 @@ export function capText(text: string, maxChars: number): string {
   return text.length > maxChars ? `${text.slice(0, maxChars)}…` : text
 }
 
-/** Control characters, which JSON writes as six-byte `\u00XX` escapes. */
+/**
+ * Control characters JSON writes as six-byte `\u00XX` escapes. Tab, line feed
+ * and carriage return (two-byte escapes, and what a client most often sends
+ * by mistake, as around a pasted URL) are echoed as they are.
+ */
 // eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f]/g
+const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g
 
 /**
  * Text of an error message, bounded, its control characters shown as `?`:
