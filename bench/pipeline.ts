@@ -24,13 +24,12 @@
  *
  * Bounded: every wait has a deadline; the run takes about a minute.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
-import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
-import { projectRoot } from '../services/common/bus/topics'
 import { freePort, launchMockCluster, launchRedis, terminate, type Launched } from '../scripts/local-infra'
+import { batch, call, createApp, ingest, latencies as latenciesOf, percentile, publishPaced, StreamReader } from './support/activity-client'
+import { startService as startServiceProcess, stopService, type ServiceChild } from './support/service-process'
 
 const RATE = Number(process.env.BENCH_PIPELINE_RATE ?? 200)
 const SECONDS = Number(process.env.BENCH_PIPELINE_SECONDS ?? 10)
@@ -41,65 +40,16 @@ const BURST_IN_FLIGHT = 4
 const FOLLOWED = 8
 const TICK_MS = 50
 const OPERATOR_TOKEN = 'bench-pipeline-operator-token-0123456789'
-const root = projectRoot()
-const fromSource = __filename.endsWith('.ts')
 
 // ---------------------------------------------------------------- processes
 
-interface ServiceChild {
-  name: string
-  url: string
-  proc: ChildProcess
-  exited: Promise<unknown>
-}
-
-async function startService(service: string, env: Record<string, string>): Promise<ServiceChild> {
-  const port = await freePort()
-  const main = fromSource ? path.join(root, 'services', service, 'main.ts') : path.join(root, 'dist', 'services', service, 'main.js')
+function startService(service: string, env: Record<string, string>): Promise<ServiceChild> {
   const profileDir = process.env.BENCH_PIPELINE_PROFILE
-  const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=pipeline-${service}-${env.KAFKA_BROKERS ? 'kafka' : 'embedded'}.cpuprofile`] : []
-  const proc = spawn(process.execPath, [...process.execArgv, ...profile, main], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), SANDBOX_PORT: String(await freePort()), OPERATOR_TOKEN, RATE_LIMIT_DEFAULT: '10000000', ...env }
-  })
-  const exited = new Promise((resolve) => proc.once('exit', resolve))
-  let out = ''
-  const printedReady = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${service} not ready within 90 s`)), 90_000)
-    proc.stdout?.on('data', (d: Buffer) => {
-      out += d.toString()
-      if (out.includes(`${service} ready (`)) {
-        clearTimeout(timer)
-        resolve()
-      }
-      if (out.length > 100_000) out = out.slice(-10_000)
-    })
-    void exited.then((code) => {
-      clearTimeout(timer)
-      reject(new Error(`${service} exited (${String(code)}) before it was ready`))
-    })
-  })
-  await printedReady
-  return { name: service, url: `http://127.0.0.1:${port}`, proc, exited }
+  const cpuProfile = profileDir ? { dir: profileDir, name: `pipeline-${service}-${env.KAFKA_BROKERS ? 'kafka' : 'embedded'}.cpuprofile` } : undefined
+  return startServiceProcess(service, env, { operatorToken: OPERATOR_TOKEN, ...(cpuProfile ? { cpuProfile } : {}) })
 }
 
-async function stopService(s: ServiceChild): Promise<void> {
-  if (s.proc.exitCode !== null || s.proc.signalCode !== null) return
-  s.proc.kill('SIGTERM')
-  const timer = setTimeout(() => s.proc.kill('SIGKILL'), 15_000)
-  await s.exited
-  clearTimeout(timer)
-}
-
-// ---------------------------------------------------------------- HTTP
-
-async function call(method: string, url: string, headers: Record<string, string>, body?: string): Promise<Record<string, unknown>> {
-  const res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(30_000) })
-  const text = await res.text()
-  if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${text}`)
-  return JSON.parse(text) as Record<string, unknown>
-}
+// ---------------------------------------------------------------- the run
 
 interface Endpoints {
   gateway: string
@@ -109,81 +59,12 @@ interface Endpoints {
 
 /** App, bearer and FOLLOWED subscriptions, through the public and operator routes. */
 async function setUp(e: Endpoints): Promise<{ bearer: string; users: string[] }> {
-  const operator = { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' }
-  const created = await call('POST', `${e.gateway}/admin/apps`, operator, JSON.stringify({ name: 'bench pipeline', access_level: 'read-write' }))
-  const app = created.data as { consumer_key: string; consumer_secret: string }
-  const basic = Buffer.from(`${encodeURIComponent(app.consumer_key)}:${encodeURIComponent(app.consumer_secret)}`).toString('base64')
-  const token = await call('POST', `${e.gateway}/oauth2/token`, { authorization: `Basic ${basic}`, 'content-type': 'application/x-www-form-urlencoded' }, 'grant_type=client_credentials')
-  const bearer = token.access_token as string
+  const { bearer } = await createApp(e.gateway, OPERATOR_TOKEN, 'bench pipeline')
   const users = Array.from({ length: FOLLOWED }, (_, i) => `90${Date.now() % 1e9}${String(i).padStart(3, '0')}`)
   for (const user of users) {
     await call('POST', `${e.activity}/2/activity/subscriptions`, { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' }, JSON.stringify({ event_type: 'post.create', filter: { user_id: user } }))
   }
   return { bearer, users }
-}
-
-/** A stream consumer recording when each event_uuid's line arrives. */
-class StreamReader {
-  readonly arrivals = new Map<string, number>()
-  private req: http.ClientRequest | undefined
-  private waiters: Array<{ n: number; resolve: () => void }> = []
-
-  open(url: string, bearer: string): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.req = http.get(`${url}/2/activity/stream`, { headers: { authorization: `Bearer ${bearer}` } }, (res) => {
-        if (res.statusCode !== 200) return reject(new Error(`stream answered ${res.statusCode}`))
-        resolve()
-        let buffer = ''
-        res.setEncoding('utf8')
-        res.on('data', (chunk: string) => {
-          const now = performance.now()
-          buffer += chunk
-          let at: number
-          while ((at = buffer.indexOf('\r\n')) >= 0) {
-            const line = buffer.slice(0, at)
-            buffer = buffer.slice(at + 2)
-            if (line === '') continue
-            const uuid = (JSON.parse(line) as { data?: { event_uuid?: string } }).data?.event_uuid
-            if (uuid !== undefined && !this.arrivals.has(uuid)) this.arrivals.set(uuid, now)
-          }
-          this.waiters = this.waiters.filter((w) => (this.arrivals.size >= w.n ? (w.resolve(), false) : true))
-        })
-      })
-      this.req.on('error', reject)
-    })
-  }
-
-  /** Resolves when `n` distinct events arrived, or after `timeoutMs` (the caller reads how many did). */
-  waitFor(n: number, timeoutMs: number): Promise<void> {
-    if (this.arrivals.size >= n) return Promise.resolve()
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, timeoutMs)
-      this.waiters.push({ n, resolve: () => (clearTimeout(timer), resolve()) })
-    })
-  }
-
-  close(): void {
-    this.req?.destroy()
-  }
-}
-
-let seq = 0
-function batch(users: string[], size: number): { body: string; uuids: string[] } {
-  const now = new Date().toISOString()
-  const uuids: string[] = []
-  const lines: string[] = []
-  for (let i = 0; i < size; i++) {
-    seq++
-    const uuid = `${Date.now()}${String(seq % 1e6).padStart(6, '0')}`
-    const user = users[seq % users.length] as string
-    uuids.push(uuid)
-    lines.push(JSON.stringify({ event_uuid: uuid, event_type: 'post.create', user_id: user, created_at: now, payload: { id: uuid, text: `bench post ${seq}`, author_id: user } }))
-  }
-  return { body: `${lines.join('\n')}\n`, uuids }
-}
-
-async function ingest(activity: string, body: string): Promise<void> {
-  await call('POST', `${activity}/admin/activity/events`, { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/x-ndjson' }, body)
 }
 
 interface Figures {
@@ -196,10 +77,6 @@ interface Figures {
   burstDelivered: number
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted.length === 0 ? Number.NaN : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number)
-}
-
 async function run(e: Endpoints): Promise<Figures> {
   const { bearer, users } = await setUp(e)
   const reader = new StreamReader()
@@ -207,31 +84,14 @@ async function run(e: Endpoints): Promise<Figures> {
   try {
     // Warm-up: the consumers' first fetches and the JIT, not timed.
     const warm = batch(users, 50)
-    await ingest(e.activity, warm.body)
+    await ingest(e.activity, OPERATOR_TOKEN, warm.body)
     await reader.waitFor(50, 30_000)
 
     // 1. fixed rate
-    const sentAt = new Map<string, number>()
-    const perTick = Math.max(1, Math.round((RATE * TICK_MS) / 1000))
-    const ticks = Math.round((SECONDS * 1000) / TICK_MS)
-    const started = performance.now()
-    const inFlight: Array<Promise<void>> = []
-    for (let i = 0; i < ticks; i++) {
-      const wait = started + i * TICK_MS - performance.now()
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait))
-      const b = batch(users, perTick)
-      const at = performance.now()
-      for (const u of b.uuids) sentAt.set(u, at)
-      inFlight.push(ingest(e.activity, b.body))
-    }
-    await Promise.all(inFlight)
+    const sentAt = await publishPaced(e.activity, OPERATOR_TOKEN, users, { rate: RATE, count: Math.round(RATE * SECONDS), tickMs: TICK_MS })
     const expected = reader.arrivals.size + sentAt.size
     await reader.waitFor(expected, 30_000)
-    const latencies = [...sentAt].flatMap(([u, at]) => {
-      const arrived = reader.arrivals.get(u)
-      return arrived === undefined ? [] : [arrived - at]
-    })
-    latencies.sort((a, b) => a - b)
+    const latencies = latenciesOf(sentAt, reader.arrivals)
 
     // 2. burst throughput
     const before = reader.arrivals.size
@@ -241,7 +101,7 @@ async function run(e: Endpoints): Promise<Figures> {
       while (left > 0) {
         const size = Math.min(BURST_BATCH, left)
         left -= size
-        await ingest(e.activity, batch(users, size).body)
+        await ingest(e.activity, OPERATOR_TOKEN, batch(users, size).body)
       }
     }
     await Promise.all(Array.from({ length: BURST_IN_FLIGHT }, sender))

@@ -2,9 +2,10 @@
  * What bench/distributed runs against, started the way operators start it:
  *
  *  - `make up`: `node dist/scripts/up.js up` with a private RUN_DIR (Redis,
- *    the Kafka mock cluster, supervisord running every instance and nginx on
- *    a free port), stopped with `up.js down` (the test/system fault tests
- *    start it the same way, test/system/support/up-system.ts);
+ *    one or, with REDIS=cluster, a 6-node Redis Cluster; the Kafka mock
+ *    cluster, supervisord running every instance and nginx on a free port),
+ *    stopped with `up.js down` (the test/system fault tests start it the
+ *    same way, test/system/support/up-system.ts);
  *  - `make run`: `node dist/services/embedded/main.js` with a temporary
  *    DATA_DIR.
  *
@@ -25,6 +26,7 @@ import { newNumericId } from '../../services/common/ids'
 import { programStatus } from '../../scripts/supervisor'
 import type { RunState } from '../../scripts/up'
 import { freePort } from '../../scripts/local-infra'
+import type { RedisMode } from './redis-work'
 
 const root = projectRoot()
 const fromSource = __filename.endsWith('.ts')
@@ -47,6 +49,8 @@ export interface System {
   processes(): Promise<Accounted[]>
   /** Service instances with their own port (for /metrics). */
   instances: Array<{ name: string; service: string; port: number }>
+  /** make up: its Redis node(s) (ports on loopback); empty embedded. */
+  redisPorts: number[]
   stop(): Promise<void>
 }
 
@@ -108,13 +112,14 @@ function runUp(args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promi
  * `make up` with a private run directory and free nginx ports, so it
  * neither uses nor disturbs a `make up` of the checkout (.run/, 8080).
  * Instance counts come from the environment as for `make up`
- * (GATEWAY=.. WEBHOOKS=.. ACTIVITY=.. STREAM=.. ACCOUNT_HISTORY=..).
+ * (GATEWAY=.. WEBHOOKS=.. ACTIVITY=.. STREAM=.. ACCOUNT_HISTORY=..); `redis`
+ * is `make up REDIS=..`. Each mode has its own run directory (data, Redis files).
  */
-export async function startUp(workDir: string, profileDir: string | undefined, onStop: (stop: () => Promise<void>) => void): Promise<System> {
-  const runDir = path.join(workDir, 'run')
+export async function startUp(workDir: string, profileDir: string | undefined, onStop: (stop: () => Promise<void>) => void, redis: RedisMode): Promise<System> {
+  const runDir = path.join(workDir, `run-${redis}`)
   fs.mkdirSync(runDir, { recursive: true })
   const token = newToken()
-  const env: NodeJS.ProcessEnv = { ...serviceEnv(path.join(runDir, 'data'), token, profileDir), RUN_DIR: runDir, PORT: '0', SANDBOX_PORT: '0', DOWN_GRACE_MS: process.env.DOWN_GRACE_MS ?? '5000', UP_WAIT_MS: process.env.UP_WAIT_MS ?? '180000' }
+  const env: NodeJS.ProcessEnv = { ...serviceEnv(path.join(runDir, 'data'), token, profileDir), RUN_DIR: runDir, REDIS: redis, PORT: '0', SANDBOX_PORT: '0', DOWN_GRACE_MS: process.env.DOWN_GRACE_MS ?? '5000', UP_WAIT_MS: process.env.UP_WAIT_MS ?? '180000' }
   const stateFile = path.join(runDir, 'state.json')
   // `up.js down` runs without the profiling flags (the caller's own NODE_OPTIONS only).
   const { NODE_OPTIONS: _profile, ...plainEnv } = env
@@ -140,18 +145,25 @@ export async function startUp(workDir: string, profileDir: string | undefined, o
   }
   const files = state.supervisor
   const instances = state.processes.filter((p) => p.kind === 'service').map((p) => ({ name: p.name, service: p.service ?? p.name, port: p.port ?? 0 }))
+  const redisPorts = state.processes.filter((p) => p.kind === 'redis' && p.port !== undefined).map((p) => p.port as number)
+  if (redisPorts.length !== (redis === 'cluster' ? 6 : 1)) {
+    await stop()
+    throw new Error(`make up REDIS=${redis}: ${redisPorts.length} Redis nodes in ${stateFile}`)
+  }
   return {
     kind: 'make up',
     baseUrl: `http://127.0.0.1:${state.proxy.port}`,
     operatorToken: token,
     instances,
+    redisPorts,
     async processes() {
       const supervised = new Map((await programStatus(files)).map((s) => [s.name, s.pid]))
       const out: Accounted[] = []
       for (const p of state.processes) {
         const pid = p.supervised ? supervised.get(p.name) : p.pid
         if (!pid) continue
-        const service = p.kind === 'service' ? (p.service ?? p.name) : p.kind === 'supervisor' ? 'supervisord' : p.name
+        // The cluster's six nodes (redis-1 ...) are one column, as the single Redis.
+        const service = p.kind === 'service' ? (p.service ?? p.name) : p.kind === 'supervisor' ? 'supervisord' : p.kind === 'redis' ? 'redis' : p.name
         out.push({ name: p.name, service, pid })
         if (p.kind === 'nginx') for (const w of childrenOf(pid)) out.push({ name: `nginx worker ${w}`, service: 'nginx', pid: w })
       }
@@ -209,6 +221,7 @@ export async function startEmbedded(workDir: string, profileDir: string | undefi
     baseUrl: `http://127.0.0.1:${port}`,
     operatorToken: token,
     instances: [{ name: 'embedded', service: 'embedded', port }],
+    redisPorts: [],
     processes: () => Promise.resolve(proc.pid ? [{ name: 'embedded', service: 'embedded', pid: proc.pid }] : []),
     stop
   }
