@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServiceContext } from '../common/context'
 import { consoleGuard, consoleSessions } from '../common/console/session'
+import { registerConsoleErrorPages } from '../common/console/error-pages'
 import { ConsoleViews, sendHtml } from '../common/console/views'
 import { type HistoryEntry, HistoryKeys } from './history'
 
@@ -17,6 +18,7 @@ export async function registerHistoryConsoleRoutes(app: FastifyInstance, ctx: Se
   const sessions = consoleSessions(ctx.store, ctx.config)
   const page = consoleGuard(sessions, { page: true, operatorOnly: true })
   const views = new ConsoleViews('account-history')
+  registerConsoleErrorPages(app, sessions, '/console/history/')
 
   app.get('/console/history/accounts/:account_id', { preHandler: page, schema: { params: accountParams } }, async (request, reply) => {
     const accountId = (request.params as { account_id: string }).account_id

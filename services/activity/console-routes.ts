@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AuthKeys, type App } from '../common/auth/records'
 import type { ServiceContext } from '../common/context'
 import { consoleGuard, consoleSessions, requireApp, sessionOf } from '../common/console/session'
+import { registerConsoleErrorPages } from '../common/console/error-pages'
 import { ConsoleViews, sendHtml } from '../common/console/views'
 import { Problems } from '../common/errors'
 import { EVENT_TYPES } from './event-types'
@@ -30,6 +31,7 @@ export async function registerActivityConsoleRoutes(app: FastifyInstance, ctx: S
   const views = new ConsoleViews('activity')
   const subscriptions = new SubscriptionStore(ctx.store, ctx.config.subscriptionLimitPerApp)
   const metrics = activityMetrics(ctx)
+  registerConsoleErrorPages(app, sessions, '/console/activity/')
 
   const consoleApp = async (request: FastifyRequest): Promise<App> => {
     const appId = (request.params as { app_id: string }).app_id

@@ -3,66 +3,22 @@ import { sendHtml } from '../common/console/views'
 import { Problems } from '../common/errors'
 import { recordEventType } from './delivery'
 import { appParams, consoleApp, consoleWebhook, type ConsoleDeps, withMessage } from './console-access'
-import { DELIVERY_STATUSES, type DeliveryRecord, type DeliveryStatus } from './delivery-log'
+import { listQuerySchema, type ListQuery, searchDeliveries, formTime } from './console-search'
+import { DISPLAY_STATUSES, displayStatus, notSendable, totalAttempts } from './console-status'
+import type { DeliveryRecord } from './delivery-log'
 import { defaultUserAgent } from './http-client'
 import { checkWindow, formatReplayDate, ReplayConflictError } from './replay'
 import { SIGNATURE_HEADER, webhookSignature } from './signature'
 
 /**
- * Console: the delivery log of an app (filters: webhook, status, event
- * type, time range; paging), one delivery with the request as sent and its
- * attempts, re-sending one or all failed deliveries, and replaying a window
- * of the last 24 hours. Reads through delivery-log.ts; writes go through
+ * Console: the delivery log of an app (filters and search: console-search),
+ * one delivery with the request as sent and every attempt (replayed sends
+ * marked), re-sending one or all failed deliveries, "retry now" for one
+ * that is failing, and replaying a window of the last 24 hours with the
+ * webhook's replay jobs listed. Statuses changed by an action refresh in
+ * place until they settle. Reads through delivery-log.ts; writes go through
  * the delivery engine and the replay runner, as the operator API's do.
  */
-
-const PAGE_SIZE = 25
-/** Records scanned for one page when filtering by event type (the log's index is by time only). */
-const SCAN_LIMIT = 5000
-
-interface ListQuery {
-  webhook?: string
-  status?: string
-  event_type?: string
-  since?: string
-  until?: string
-  page?: string
-}
-
-/** A datetime-local value (no zone: UTC, as the form says) or an ISO time, as ms. */
-export function formTime(name: string, raw: string | undefined): number | undefined {
-  if (raw === undefined || raw.trim() === '') return undefined
-  const text = raw.trim()
-  const ms = Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(text) ? text : `${text}Z`)
-  if (Number.isNaN(ms)) throw Problems.invalidParameter(name, raw, `${name} must be a time like 2025-01-31T12:00 (UTC)`)
-  return ms
-}
-
-function statusFilter(raw: string | undefined): DeliveryStatus | undefined {
-  if (raw === undefined || raw === '') return undefined
-  if ((DELIVERY_STATUSES as readonly string[]).includes(raw)) return raw as DeliveryStatus
-  throw Problems.invalidParameter('status', raw, `status must be one of ${DELIVERY_STATUSES.join(', ')}`)
-}
-
-function pageNumber(raw: string | undefined): number {
-  if (raw === undefined || raw === '') return 1
-  const n = Number(raw)
-  if (!Number.isInteger(n) || n < 1 || n > 1000) throw Problems.invalidParameter('page', raw, 'page must be an integer from 1 to 1000')
-  return n
-}
-
-const listQuerySchema = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    webhook: { type: 'string', maxLength: 19 },
-    status: { type: 'string', maxLength: 16 },
-    event_type: { type: 'string', maxLength: 64 },
-    since: { type: 'string', maxLength: 40 },
-    until: { type: 'string', maxLength: 40 },
-    page: { type: 'string', maxLength: 5 }
-  }
-}
 
 export async function registerConsoleDeliveryRoutes(app: FastifyInstance, deps: ConsoleDeps): Promise<void> {
   const { core, views, page, api } = deps
@@ -71,40 +27,29 @@ export async function registerConsoleDeliveryRoutes(app: FastifyInstance, deps: 
     const appRecord = await consoleApp(core, request)
     const q = request.query as ListQuery
     const webhooks = await core.registry.listByApp(appRecord.id)
-    const status = statusFilter(q.status)
-    const since = formTime('since', q.since)
-    const until = formTime('until', q.until)
-    const pageNo = pageNumber(q.page)
-    const eventType = q.event_type?.trim() ?? ''
-    if (q.webhook && !webhooks.some((w) => w.id === q.webhook)) throw Problems.generic(404, 'No webhook here.')
-    const chosen = q.webhook ? webhooks.filter((w) => w.id === q.webhook) : webhooks
-    const wanted = pageNo * PAGE_SIZE + 1
-    const limit = eventType === '' ? wanted : SCAN_LIMIT
-    const lists = await Promise.all(chosen.map((w) => core.deliveryLog.list(w.id, { status, since, until, limit, newestFirst: true })))
-    let records = lists.flat().sort((a, b) => b.event_time - a.event_time || b.delivery_id.localeCompare(a.delivery_id))
-    if (eventType !== '') records = records.filter((r) => recordEventType(r) === eventType)
-    const rows = records.slice((pageNo - 1) * PAGE_SIZE, pageNo * PAGE_SIZE).map((r) => ({ record: r, eventType: recordEventType(r) }))
-    const hasNext = records.length > pageNo * PAGE_SIZE
+    const found = await searchDeliveries(core, webhooks, q)
     const baseQuery = new URLSearchParams(Object.entries({ ...q, page: undefined }).filter((e): e is [string, string] => typeof e[1] === 'string' && e[1] !== ''))
     const pageUrl = (n: number): string => `?${new URLSearchParams([...baseQuery, ['page', String(n)]]).toString()}`
+    const jobs = await Promise.all(webhooks.map(async (w) => ({ webhook: w, jobs: await core.replay.listForWebhook(w.id), blocked: notSendable(w) })))
     return sendHtml(reply, views.page(request, 'deliveries', {
       app: appRecord,
-      webhooks,
-      q: { ...q, event_type: eventType },
-      statuses: DELIVERY_STATUSES,
-      rows,
-      pageNo,
-      prev: pageNo > 1 ? pageUrl(pageNo - 1) : undefined,
-      next: hasNext ? pageUrl(pageNo + 1) : undefined,
-      replayFrom: formatReplayDate(Date.now() - 3_600_000),
-      failedCount: lists.flat().filter((r) => r.status === 'failed').length
+      webhooks: jobs,
+      q: found.q,
+      statuses: DISPLAY_STATUSES,
+      rows: found.rows.map(row),
+      pageNo: found.pageNo,
+      prev: found.pageNo > 1 ? pageUrl(found.pageNo - 1) : undefined,
+      next: found.hasNext ? pageUrl(found.pageNo + 1) : undefined,
+      filtered: Object.values({ ...q, page: undefined }).some((v) => typeof v === 'string' && v !== ''),
+      replayFrom: formatReplayDate(Date.now() - 3_600_000)
     }, { title: 'Deliveries', active: 'deliveries', appId: appRecord.id }))
   })
 
   app.get('/console/webhooks/apps/:app_id/deliveries/:delivery_id', { preHandler: page }, async (request, reply) => {
     const appRecord = await consoleApp(core, request)
     const record = await ownDelivery(deps, appRecord.id, (request.params as { delivery_id: string }).delivery_id)
-    const attempts = await core.attempts.attempts(record.delivery_id)
+    // Oldest first by time: a replayed send sits between the attempts around it.
+    const attempts = [...(await core.attempts.attempts(record.delivery_id)), ...(await core.replay.sends(record.delivery_id))].sort((a, b) => a.at.localeCompare(b.at) || a.n - b.n)
     const headers: Array<[string, string]> = [
       ['content-type', 'application/json'],
       [SIGNATURE_HEADER, webhookSignature(appRecord.consumer_secret, record.body)],
@@ -118,21 +63,46 @@ export async function registerConsoleDeliveryRoutes(app: FastifyInstance, deps: 
       // Shown as sent.
     }
     const webhook = await core.registry.get(record.webhook_id)
-    return sendHtml(reply, views.page(request, 'delivery', { app: appRecord, record, webhook, headers, body: pretty, attempts, eventType: recordEventType(record) }, { title: `Delivery ${record.delivery_id}`, active: 'deliveries', appId: appRecord.id }))
+    return sendHtml(reply, views.page(request, 'delivery', { app: appRecord, ...row(record), webhook, blocked: notSendable(webhook), headers, body: pretty, attempts }, { title: `Delivery ${record.delivery_id}`, active: 'deliveries', appId: appRecord.id }))
+  })
+
+  // The status cell of a delivery: polled after an action until the delivery settles.
+  app.get('/console/webhooks/apps/:app_id/deliveries/:delivery_id/status', { preHandler: api }, async (request, reply) => {
+    const appRecord = await consoleApp(core, request)
+    const record = await ownDelivery(deps, appRecord.id, (request.params as { delivery_id: string }).delivery_id)
+    return sendHtml(reply, views.fragment('status-cell', { app: appRecord, ...row(record) }))
   })
 
   app.post('/console/webhooks/apps/:app_id/deliveries/:delivery_id/resend', { preHandler: api }, async (request, reply) => {
     const appRecord = await consoleApp(core, request)
     const record = await ownDelivery(deps, appRecord.id, (request.params as { delivery_id: string }).delivery_id)
-    if (record.status === 'pending') throw Problems.conflict('This delivery is still pending: it is already scheduled.')
+    if (record.status === 'pending') throw Problems.conflict('This delivery is still scheduled: use "Retry now" to make its next attempt now.')
+    const blocked = notSendable(await core.registry.get(record.webhook_id))
+    if (blocked !== undefined) throw Problems.conflict(`Not re-sent. ${blocked}`)
     const resent = await core.engine.resend(record.webhook_id, { since: 0, deliveryId: record.delivery_id })
     request.log.info({ delivery_id: record.delivery_id, webhook_id: record.webhook_id, resent }, 'console: delivery re-sent')
-    return sendHtml(withMessage(reply, `Delivery ${record.delivery_id} scheduled again`), '<span class="badge pending" data-status="pending">pending</span>')
+    const after = (await core.deliveryLog.get(record.delivery_id)) ?? record
+    return sendHtml(withMessage(reply, `Delivery ${record.delivery_id} scheduled again`), views.fragment('status-cell', { app: appRecord, ...row(after) }))
+  })
+
+  app.post('/console/webhooks/apps/:app_id/deliveries/:delivery_id/retry-now', { preHandler: api }, async (request, reply) => {
+    const appRecord = await consoleApp(core, request)
+    const record = await ownDelivery(deps, appRecord.id, (request.params as { delivery_id: string }).delivery_id)
+    if (record.status !== 'pending') throw Problems.conflict(`This delivery is ${record.status}, not scheduled: use "Resend" to send it again.`)
+    const blocked = notSendable(await core.registry.get(record.webhook_id))
+    if (blocked !== undefined) throw Problems.conflict(`Not retried. ${blocked}`)
+    // The scheduler's own move (claimed, as a CRC that passes again moves a webhook's deliveries).
+    const moved = (await core.engine.pullForward(record.webhook_id, record.delivery_id)) > 0
+    request.log.info({ delivery_id: record.delivery_id, moved }, 'console: retry now')
+    const after = (await core.deliveryLog.get(record.delivery_id)) ?? record
+    return sendHtml(withMessage(reply, moved ? `Delivery ${record.delivery_id}: next attempt now` : `Delivery ${record.delivery_id} is being attempted right now`), views.fragment('status-cell', { app: appRecord, ...row(after) }))
   })
 
   app.post('/console/webhooks/apps/:app_id/webhooks/:webhook_id/resend-failed', { preHandler: api }, async (request, reply) => {
     const appRecord = await consoleApp(core, request)
     const w = await consoleWebhook(core, request, appRecord)
+    const blocked = notSendable(w)
+    if (blocked !== undefined) throw Problems.conflict(`Nothing re-sent. ${blocked}`)
     const resent = await core.engine.resend(w.id, { since: 0, status: 'failed' })
     request.log.info({ webhook_id: w.id, resent }, 'console: failed deliveries re-sent')
     return sendHtml(withMessage(reply, `${resent} failed deliveries scheduled again`), `<span data-resent="${resent}">${resent} re-sent</span>`)
@@ -148,6 +118,8 @@ export async function registerConsoleDeliveryRoutes(app: FastifyInstance, deps: 
     const problem = checkWindow(fromMs, toMs)
     if (problem) throw Problems.invalidParameter('from', String(body.from), `${problem} (replay covers the last 24 hours)`)
     try {
+      const blocked = notSendable(w)
+      if (blocked !== undefined) throw Problems.conflict(`No replay. ${blocked}`)
       const job = await core.replay.create(w, fromMs, toMs)
       request.log.info({ webhook_id: w.id, job_id: job.job_id }, 'console: replay started')
       return sendHtml(withMessage(reply, `Replay job ${job.job_id} started`), views.fragment('replay-job', { app: appRecord, job }))
@@ -163,6 +135,11 @@ export async function registerConsoleDeliveryRoutes(app: FastifyInstance, deps: 
     if (!job || job.app_id !== appRecord.id) throw Problems.generic(404, 'No replay job here.')
     return sendHtml(reply, views.fragment('replay-job', { app: appRecord, job }))
   })
+}
+
+/** What a row (and the status cell) shows of a delivery. */
+function row(record: DeliveryRecord): { record: DeliveryRecord; eventType: string | undefined; shown: string; total: number } {
+  return { record, eventType: recordEventType(record), shown: displayStatus(record), total: totalAttempts(record) }
 }
 
 /** A delivery of the app's log (404 for another app's, whoever asks). */

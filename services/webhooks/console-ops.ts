@@ -4,6 +4,7 @@ import { consoleGuard } from '../common/console/session'
 import { sendHtml } from '../common/console/views'
 import { recordEventType } from './delivery'
 import type { ConsoleDeps } from './console-access'
+import { displayStatus, notSendable } from './console-status'
 
 /**
  * Console, operators only: every app with its webhooks and delivery health
@@ -31,8 +32,9 @@ export async function registerConsoleOpsRoutes(app: FastifyInstance, deps: Conso
       const hour = await core.attempts.stats(a.id, 3_600_000, 3_600_000)
       const point = hour.points[0]
       const failed = (await Promise.all(webhooks.map((w) => core.deliveryLog.list(w.id, { status: 'failed', limit: 1000 })))).flat().length
-      const pending = (await Promise.all(webhooks.map((w) => core.deliveryLog.list(w.id, { status: 'pending', limit: 1000 })))).flat().length
-      return { app: a, webhooks, attempts: hour.total, successPct: point?.success_pct ?? null, p99: point?.p99_ms ?? null, failed, pending }
+      const scheduled = (await Promise.all(webhooks.map((w) => core.deliveryLog.list(w.id, { status: 'pending', limit: 1000 })))).flat()
+      const failing = scheduled.filter((r) => displayStatus(r) === 'failing').length
+      return { app: a, webhooks, attempts: hour.total, successPct: point?.success_pct ?? null, p99: point?.p99_ms ?? null, failed, failing, pending: scheduled.length - failing }
     }))
     return sendHtml(reply, views.page(request, 'ops-apps', { rows }, { title: 'Apps', active: 'apps' }))
   })
@@ -41,7 +43,7 @@ export async function registerConsoleOpsRoutes(app: FastifyInstance, deps: Conso
     const webhooks = await core.registry.listAll()
     const groups = (await Promise.all(webhooks.map(async (w) => {
       const records = await core.deliveryLog.list(w.id, { status: 'failed', limit: DEAD_LETTERS_PER_WEBHOOK, newestFirst: true })
-      return { webhook: w, rows: records.map((r) => ({ record: r, eventType: recordEventType(r) })) }
+      return { webhook: w, blocked: notSendable(w), rows: records.map((r) => ({ record: r, eventType: recordEventType(r) })) }
     }))).filter((g) => g.rows.length > 0)
     return sendHtml(reply, views.page(request, 'ops-dead-letters', { groups }, { title: 'Dead letters', active: 'dead-letters' }))
   })

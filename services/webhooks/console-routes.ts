@@ -1,17 +1,21 @@
 import type { FastifyInstance } from 'fastify'
 import type { App } from '../common/auth/records'
 import { consoleGuard, consoleSessions } from '../common/console/session'
+import { registerConsoleErrorPages } from '../common/console/error-pages'
 import { ConsoleViews, sendHtml } from '../common/console/views'
 import { appParams, consoleApp, type ConsoleDeps, consoleWebhook, withMessage } from './console-access'
 import type { WebhooksCore } from './core'
 import { registerConsoleDeliveryRoutes } from './console-deliveries'
 import { registerConsoleLiveRoutes } from './console-live'
 import { registerConsoleOpsRoutes } from './console-ops'
+import { crcNote, registerConsoleSelfServiceRoutes } from './console-self-service'
+import { webhookHealth } from './console-status'
 
 /**
  * The webhooks service's part of the web console (/console/webhooks/...,
  * routed here by deploy/routes.json): an app's webhooks with their CRC
- * history, the delivery log, the live tail and charts, and the operator's
+ * history and health line (and, for self-service, adding, editing,
+ * deleting and test-sending them: console-self-service), the delivery log, the live tail and charts, and the operator's
  * overview of every app and the dead letters. Pages are server-rendered
  * (console-views/*.eta) with htmx for actions; every route checks the
  * console session from the shared `console:` keyspace and, for app data,
@@ -28,11 +32,12 @@ export async function registerConsoleRoutes(app: FastifyInstance, core: Webhooks
     api: consoleGuard(sessions)
   }
   const { views, page, api } = deps
+  registerConsoleErrorPages(app, sessions, '/console/webhooks/')
 
   const webhooksFragment = async (appRecord: App): Promise<string> => {
     const webhooks = await core.registry.listByApp(appRecord.id)
-    const rows = await Promise.all(webhooks.map(async (w) => ({ webhook: w, history: await core.crcHistory.list(w.id, 20) })))
-    return views.fragment('webhooks-list', { app: appRecord, rows })
+    const rows = await Promise.all(webhooks.map(async (w) => ({ webhook: w, history: await core.crcHistory.list(w.id, 20), health: await webhookHealth(core, w) })))
+    return views.fragment('webhooks-list', { app: appRecord, rows, limit: core.ctx.config.webhookLimitPerApp })
   }
 
   app.get('/console/webhooks/apps/:app_id/', { preHandler: page, schema: { params: appParams } }, async (request, reply) => {
@@ -41,16 +46,24 @@ export async function registerConsoleRoutes(app: FastifyInstance, core: Webhooks
     return sendHtml(reply, views.page(request, 'webhooks', { app: appRecord, list }, { title: 'Webhooks', active: 'webhooks', appId: appRecord.id }))
   })
 
+  // The app's webhooks for pickers on pages other services serve (the subscription form): the browser asks, no service calls another.
+  app.get('/console/webhooks/apps/:app_id/webhooks.json', { preHandler: api, schema: { params: appParams } }, async (request) => {
+    const appRecord = await consoleApp(core, request)
+    const webhooks = await core.registry.listByApp(appRecord.id)
+    return { data: webhooks.map((w) => ({ id: w.id, url: w.url, valid: w.valid && w.disabled_at === undefined })) }
+  })
+
   // "Validate now": a CRC check recorded like the periodic one; answers the refreshed list.
   app.post('/console/webhooks/apps/:app_id/webhooks/:webhook_id/validate', { preHandler: api }, async (request, reply) => {
     const appRecord = await consoleApp(core, request)
     const w = await consoleWebhook(core, request, appRecord)
     const { result } = await core.checker.check(w, 'console')
     request.log.info({ webhook_id: w.id, result: result.result }, 'console: CRC check on request')
-    const note = result.result === 'pass' ? `CRC passed in ${result.ms} ms` : `CRC ${result.result}: ${result.reason}`
-    return sendHtml(withMessage(reply, note), await webhooksFragment(appRecord))
+    const note = crcNote(result)
+    return sendHtml(withMessage(reply.header('x-console-message-kind', note.kind), note.text), await webhooksFragment(appRecord))
   })
 
+  await registerConsoleSelfServiceRoutes(app, deps, webhooksFragment)
   await registerConsoleDeliveryRoutes(app, deps)
   await registerConsoleLiveRoutes(app, deps)
   await registerConsoleOpsRoutes(app, deps)

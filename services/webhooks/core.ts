@@ -64,7 +64,7 @@ export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>
   })
   const usage = new UsageGate(store, usageMeter(ctx), engine, metrics, log)
   const accountActivity = new AccountActivity(store, registry, usage, config.webhookSubscriptionLimit, log)
-  const replay = new ReplayRunner({ store, registry, log: deliveryLog, engine, metrics, logger: log, concurrency: Math.min(4, config.webhookConcurrency), usage: usageMeter(ctx) })
+  const replay = new ReplayRunner({ store, registry, log: deliveryLog, engine, attempts, metrics, logger: log, concurrency: Math.min(4, config.webhookConcurrency), usage: usageMeter(ctx) })
   let closing: Promise<void> | undefined
   const core: WebhooksCore = {
     ctx,

@@ -3,15 +3,15 @@ import type { CrcCheck, CrcTrigger } from './crc'
 import { WebhookKeys } from './keys'
 
 /**
- * The history of a webhook's CRC checks (create is not in it: the webhook
- * does not exist yet), newest last: when, why, the result, the answer's
- * status code and the time it took. The console shows it; the last
+ * The history of a webhook's CRC checks, from the one that registered it
+ * (and the one of each URL change, passing or not), newest last: when, why,
+ * the result, the answer's status code and the time it took. The console shows it; the last
  * HISTORY_KEEP checks are kept.
  */
 
 export interface CrcHistoryEntry {
   at: string
-  trigger: CrcTrigger | 'console'
+  trigger: CrcTrigger | 'console' | 'edit'
   result: CrcCheck['result']
   reason?: string
   status?: number

@@ -112,7 +112,7 @@ export class CrcChecker {
   }
 
   /** Challenges a URL before it is registered (nothing is stored). */
-  async challengeNew(url: string, consumerSecret: string): Promise<CrcResult> {
+  async challengeNew(url: string, consumerSecret: string): Promise<CrcCheck> {
     const r = await challenge(this.deps.client, url, consumerSecret)
     this.deps.metrics.crc.inc({ trigger: 'create', result: r.result })
     return r

@@ -22,6 +22,10 @@ export interface AttemptEntry {
   error?: string
   response_body?: string
   response_content_type?: string
+  /** The answer's headers (bounded: attempt-log.ts). */
+  response_headers?: Record<string, string>
+  /** A replay job's send of the event, not an attempt of the delivery's own schedule. */
+  replay_job?: string
 }
 
 export interface DeliveryRecord {

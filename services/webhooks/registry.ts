@@ -29,6 +29,8 @@ type OptionalField = 'last_crc_at' | 'last_crc_ok_at' | 'invalid_reason' | 'disa
 
 export interface WebhookUpdate {
   valid?: boolean
+  /** A new address (its normalised form is also its duplicate key). */
+  url?: string
   set?: Partial<Record<OptionalField, string>>
   clear?: OptionalField[]
 }
@@ -143,6 +145,7 @@ export class WebhookRegistry {
     if (!(await this.store.exists(WebhookKeys.config(id)))) return undefined
     const fields: Record<string, string> = { ...(update.set ?? {}) } as Record<string, string>
     if (update.valid !== undefined) fields.valid = String(update.valid)
+    if (update.url !== undefined) Object.assign(fields, { url: update.url, url_key: update.url })
     const ops: StoreOp[] = []
     if (Object.keys(fields).length > 0) ops.push({ op: 'hset', key: WebhookKeys.config(id), fields })
     if (update.clear && update.clear.length > 0) ops.push({ op: 'hdel', key: WebhookKeys.config(id), fields: update.clear })
@@ -151,6 +154,15 @@ export class WebhookRegistry {
     // A delete that raced with this update leaves a partial hash behind: remove it.
     if (!after) await this.store.del(WebhookKeys.config(id))
     return after
+  }
+
+  /**
+   * Points the webhook at `urlKey` after its CRC passed there (the caller
+   * holds the URL's reservation): valid, checked now, no longer disabled.
+   */
+  async changeUrl(id: string, urlKey: string, now = Date.now()): Promise<Webhook | undefined> {
+    const at = new Date(now).toISOString()
+    return this.update(id, { valid: true, set: { last_crc_at: at, last_crc_ok_at: at }, clear: ['invalid_reason', 'disabled_at'], url: urlKey })
   }
 
   /** Deletes the webhook with its indexes and Account Activity subscriptions. */

@@ -2,7 +2,9 @@ import type { Logger } from 'pino'
 import { AuthKeys, type App } from '../common/auth/records'
 import { newNumericId } from '../common/ids'
 import type { Store } from '../common/store/types'
-import type { DeliveryEngine } from './delivery'
+import type { AttemptLog, DeliveryEngine } from './delivery'
+import type { AttemptEntry } from './delivery-log'
+import type { HttpOutcome } from './http-client'
 import type { DeliveryLog, DeliveryRecord } from './delivery-log'
 import { WebhookKeys } from './keys'
 import type { WebhookMetrics } from './metrics'
@@ -29,6 +31,13 @@ export const REPLAY_WINDOW_MS = 24 * 3_600_000
 const LOCK_TTL_MS = 60_000
 const HEARTBEAT_MS = 10_000
 const JOB_TTL_MS = 7 * 24 * 3_600_000
+/** How often a running job writes its progress (the console shows it). */
+const PROGRESS_EVERY_MS = 250
+const JOBS_LISTED = 20
+/** Each webhook's jobs by creation time (the console lists them); trimmed to JOBS_LISTED. */
+const webhookJobsKey = (webhookId: string): string => `webhooks:replay-jobs-of:${webhookId}`
+/** A delivery's replayed sends (AttemptEntry JSON by time), kept as long as the jobs. */
+const replaySendsKey = (deliveryId: string): string => `webhooks:replay-sends:${deliveryId}`
 
 export type JobState = 'running' | 'Complete' | 'Incomplete'
 
@@ -86,6 +95,8 @@ export interface ReplayDeps {
   metrics: WebhookMetrics
   logger: Logger
   concurrency: number
+  /** Where each send is recorded, marked as the job's (the console's attempts, tail and charts). */
+  attempts?: AttemptLog
   /** Usage caps: an app over one cannot start a replay (it re-sends posts). */
   usage?: Pick<UsageMeter, 'assertNotCapped'>
 }
@@ -114,8 +125,15 @@ export class ReplayRunner {
     if (!(await store.setIfAbsent(WebhookKeys.replayLock(webhook.id), job.job_id, LOCK_TTL_MS))) throw new ReplayConflictError(webhook.id)
     await store.batch([
       { op: 'set', key: WebhookKeys.replayJob(job.job_id), value: JSON.stringify(job), ttlMs: JOB_TTL_MS },
-      { op: 'sadd', key: WebhookKeys.replayJobs(), members: [job.job_id] }
+      { op: 'sadd', key: WebhookKeys.replayJobs(), members: [job.job_id] },
+      { op: 'zadd', key: webhookJobsKey(webhook.id), score: Date.now(), member: job.job_id },
+      { op: 'pexpire', key: webhookJobsKey(webhook.id), ttlMs: JOB_TTL_MS }
     ])
+    const listed = await store.zcard(webhookJobsKey(webhook.id))
+    if (listed > JOBS_LISTED) {
+      const old = await store.zrange(webhookJobsKey(webhook.id), 0, listed - JOBS_LISTED - 1)
+      if (old.length > 0) await store.zrem(webhookJobsKey(webhook.id), ...old.map((m) => m.member))
+    }
     const control = { abort: false, done: Promise.resolve() }
     control.done = this.run(job, control)
       .catch((err: unknown) => this.deps.logger.error({ err, job_id: job.job_id }, 'replay job failed'))
@@ -126,6 +144,36 @@ export class ReplayRunner {
 
   get(jobId: string): Promise<ReplayJob | undefined> {
     return this.deps.store.getJson<ReplayJob>(WebhookKeys.replayJob(jobId))
+  }
+
+  /** The webhook's latest jobs, newest first (kept JOB_TTL_MS). */
+  async listForWebhook(webhookId: string): Promise<ReplayJob[]> {
+    const ids = await this.deps.store.zrange(webhookJobsKey(webhookId), 0, JOBS_LISTED - 1, { reverse: true })
+    return (await this.deps.store.mgetJson<ReplayJob>(ids.map((m) => WebhookKeys.replayJob(m.member)))).filter((j): j is ReplayJob => j !== undefined)
+  }
+
+  /** A delivery's sends by replay jobs, oldest first (the console lists them with its attempts). */
+  async sends(deliveryId: string): Promise<AttemptEntry[]> {
+    return (await this.deps.store.zrange(replaySendsKey(deliveryId), 0, -1)).map((m) => JSON.parse(m.member) as AttemptEntry)
+  }
+
+  /** Notes a send in the tail and charts and keeps it with the delivery's replayed sends. */
+  private async keepSend(record: DeliveryRecord, out: HttpOutcome, jobId: string): Promise<void> {
+    const attempts = this.deps.attempts
+    if (!attempts) return
+    const now = Date.now()
+    const entry = attempts.noteReplay(record, out, jobId, now)
+    await this.deps.store.batch([
+      { op: 'zadd', key: replaySendsKey(record.delivery_id), score: now, member: JSON.stringify(entry) },
+      { op: 'pexpire', key: replaySendsKey(record.delivery_id), ttlMs: JOB_TTL_MS }
+    ])
+  }
+
+  /** The job's counts so far, while it runs. */
+  private async progress(job: ReplayJob, counts: { total: number; delivered: number; failed: number }): Promise<void> {
+    const current = await this.get(job.job_id)
+    if (!current || current.state !== 'running') return
+    await this.deps.store.set(WebhookKeys.replayJob(job.job_id), JSON.stringify({ ...current, ...counts }), JOB_TTL_MS)
   }
 
   private async run(job: ReplayJob, control: { abort: boolean }): Promise<void> {
@@ -140,14 +188,20 @@ export class ReplayRunner {
     try {
       const records = (await this.deps.log.window(job.webhook_id, job.from_ms, job.to_ms)).filter(wasDeliveredOrAttempted)
       total = records.length
+      await this.progress(job, { total, delivered, failed })
       let next = 0
+      let reported = Date.now()
       const worker = async (): Promise<void> => {
         while (!control.abort && next < records.length) {
           const record = records[next++] as DeliveryRecord
-          const result = await this.redeliver(record)
+          const result = await this.redeliver(record, job.job_id)
           if (result === 'delivered') delivered++
           else failed++
           if (result === 'stop') control.abort = true
+          if (Date.now() - reported >= PROGRESS_EVERY_MS) {
+            reported = Date.now()
+            await this.progress(job, { total, delivered, failed })
+          }
         }
       }
       await Promise.all(Array.from({ length: Math.max(1, Math.min(this.deps.concurrency, records.length)) }, worker))
@@ -159,10 +213,11 @@ export class ReplayRunner {
   }
 
   /** One event again; `stop` when the webhook may be sent nothing more (gone, invalid, disabled, deleted). */
-  private async redeliver(record: DeliveryRecord): Promise<'delivered' | 'failed' | 'stop'> {
+  private async redeliver(record: DeliveryRecord, jobId: string): Promise<'delivered' | 'failed' | 'stop'> {
     const target = await this.target(record.webhook_id)
     if (!target) return 'stop'
     const out = await this.deps.engine.runner.post(target.webhook, target.app, record.body)
+    await this.keepSend(record, out, jobId).catch((err: unknown) => this.deps.logger.warn({ err, job_id: jobId }, 'could not record a replayed send'))
     const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
     this.deps.metrics.deliveries.inc({ outcome: ok ? 'replayed' : 'replay_failed' })
     if (out.kind === 'response' && out.status === 410) {

@@ -1,13 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AuthContext } from '../common/auth/authenticate'
 import { type ProblemError, Problems } from '../common/errors'
-import { newNumericId } from '../common/ids'
-import { LockBusyError } from './app-lock'
 import type { WebhooksCore } from './core'
-import { bodyValidationProblem, failure, type Reason, userIdParam, webhookIdParam } from './problems'
-import { normalizeUrl, publicView, type Webhook } from './registry'
+import { bodyValidationProblem, failure, userIdParam, webhookIdParam } from './problems'
+import { publicView, type Webhook } from './registry'
+import { deleteWebhook, lockedOrBusy, registerWebhook } from './registration'
 import { checkWindow, parseReplayDate, ReplayConflictError } from './replay'
-import { checkWebhookUrl, UnsafeUrlError } from './url-safety'
 import { DATE_TIME, NUMERIC_ID, openObject, pathParams, v2Ok } from '../common/openapi'
 
 /**
@@ -59,16 +57,6 @@ function unknownWebhook(id: string, parameter = 'webhook_id'): ProblemError {
   return Problems.resourceNotFound(parameter, id, 'webhook', `Could not find webhook with ${parameter}: [${id}] for this application.`)
 }
 
-/** Runs a step that holds an app lock; a lock that stayed taken is a 503 to retry, not a 500. */
-async function lockedOrBusy<T>(step: () => Promise<T>): Promise<T> {
-  try {
-    return await step()
-  } catch (err) {
-    if (err instanceof LockBusyError) throw Problems.generic(503, 'Another request of this application is updating the same limit; try again.')
-    throw err
-  }
-}
-
 /** `webhook_config.fields`: which WebhookConfig fields to return (all by default). */
 function requestedFields(raw: unknown): ReadonlyArray<(typeof CONFIG_FIELDS)[number]> {
   if (raw === undefined) return CONFIG_FIELDS
@@ -86,8 +74,6 @@ function requestedFields(raw: unknown): ReadonlyArray<(typeof CONFIG_FIELDS)[num
 }
 
 export async function registerWebhookRoutes(app: FastifyInstance, core: WebhooksCore): Promise<void> {
-  const { config } = core.ctx
-
   // ---------------------------------------------------------------- /2/webhooks
 
   app.post('/2/webhooks', {
@@ -96,45 +82,8 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     attachValidation: true
   }, async (request) => {
     if (request.validationError) throw bodyValidationProblem(request.validationError, request.body, () => 'UrlValidationFailed')
-    const auth = appOf(request)
-    const url = (request.body as { url: string }).url
-    const reject = (reason: Reason, text: string) => failure(reason, 'url', url, text)
-
-    let parsed: URL
-    try {
-      parsed = await checkWebhookUrl(url, core.policy)
-    } catch (err) {
-      if (err instanceof UnsafeUrlError) throw reject('UrlValidationFailed', err.message)
-      throw err
-    }
-    // Stored, challenged and used from here on: the parsed form, never the raw input.
-    const urlKey = normalizeUrl(parsed)
-    const limitReached = () => reject('WebhookLimitExceeded', `This application has reached its limit of ${config.webhookLimitPerApp} webhook(s).`)
-    const existing = await core.registry.listByApp(auth.app.id)
-    if (existing.some((w) => w.url_key === urlKey)) throw reject('DuplicateUrlFailed', 'A webhook is already registered by this application for this URL.')
-    // An early answer that spares a CRC; the authoritative check is the one made with the insert.
-    if (existing.length >= config.webhookLimitPerApp) throw limitReached()
-
-    const id = newNumericId()
-    if ((await core.registry.reserveUrl(auth.app.id, urlKey, id)) !== undefined) {
-      throw reject('DuplicateUrlFailed', 'A webhook is already registered by this application for this URL.')
-    }
-    try {
-      const crc = await core.checker.challengeNew(urlKey, auth.app.consumer_secret)
-      if (crc.result !== 'pass') throw reject('CrcValidationFailed', crc.reason)
-      const now = Date.now()
-      const at = new Date(now).toISOString()
-      const webhook: Webhook = { id, app_id: auth.app.id, url: urlKey, url_key: urlKey, valid: true, created_at: at, last_crc_at: at, last_crc_ok_at: at }
-      // Another create (in any process) may have completed while the CRC ran: counted and inserted under the app's lock.
-      if (!(await lockedOrBusy(() => core.registry.insertWithinLimit(webhook, now + config.webhookCrcIntervalMs, config.webhookLimitPerApp)))) {
-        throw limitReached()
-      }
-      request.log.info({ webhook_id: id, app_id: auth.app.id }, 'webhook registered')
-      return { data: publicView(webhook) }
-    } catch (err) {
-      await core.registry.releaseUrl(auth.app.id, urlKey, id)
-      throw err
-    }
+    const { webhook } = await registerWebhook(core, appOf(request).app, (request.body as { url: string }).url, request.log)
+    return { data: publicView(webhook) }
   })
 
   app.get('/2/webhooks', {
@@ -169,10 +118,7 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     schema: { params: WEBHOOK_PARAMS, response: v2Ok('The webhook is deleted.', openObject({ deleted: { type: 'boolean' } })) },
     attachValidation: true
   }, async (request) => {
-    const webhook = await ownedWebhook(core, request)
-    await core.registry.remove(webhook)
-    await core.client.forget(webhook.id)
-    request.log.info({ webhook_id: webhook.id }, 'webhook deleted')
+    await deleteWebhook(core, await ownedWebhook(core, request), request.log)
     return { data: { deleted: true } }
   })
 

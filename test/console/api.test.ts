@@ -83,9 +83,16 @@ t.test('every console route enforces session, role, app and CSRF on the server',
   const appRoutes: Array<[string, string, Record<string, string>?]> = [
     ['GET', `/console/webhooks/apps/${A}/`],
     ['POST', `/console/webhooks/apps/${A}/webhooks/${W}/validate`],
+    ['GET', `/console/webhooks/apps/${A}/webhooks.json`],
+    ['POST', `/console/webhooks/apps/${A}/webhooks`, { url: 'http://127.0.0.1:9/another' }],
+    ['POST', `/console/webhooks/apps/${A}/webhooks/${W}/url`, { url: 'http://127.0.0.1:9/moved' }],
+    ['POST', `/console/webhooks/apps/${A}/webhooks/${W}/test-event`],
+    ['DELETE', `/console/webhooks/apps/${A}/webhooks/${W}`],
     ['GET', `/console/webhooks/apps/${A}/deliveries`],
     ['GET', `/console/webhooks/apps/${A}/deliveries/${D}`],
+    ['GET', `/console/webhooks/apps/${A}/deliveries/${D}/status`],
     ['POST', `/console/webhooks/apps/${A}/deliveries/${D}/resend`],
+    ['POST', `/console/webhooks/apps/${A}/deliveries/${D}/retry-now`],
     ['POST', `/console/webhooks/apps/${A}/webhooks/${W}/resend-failed`],
     ['POST', `/console/webhooks/apps/${A}/webhooks/${W}/replay`, { from: new Date(Date.now() - 600_000).toISOString().slice(0, 16), to: new Date(Date.now() - 60_000).toISOString().slice(0, 16) }],
     ['GET', `/console/webhooks/apps/${A}/replay-jobs/1`],
@@ -108,7 +115,9 @@ t.test('every console route enforces session, role, app and CSRF on the server',
     ['POST', '/console/ops/accounts/1/features', { feature: 'ACCOUNT_HISTORY_ACCESS', action: 'grant' }],
     ['GET', '/console/history/accounts/1']
   ]
-  const open = new Set(['GET /console', 'GET /console/', 'GET /console/login', 'POST /console/login', 'GET /console/link/:token', 'POST /console/link', 'POST /console/logout', 'GET /console/assets/*', 'HEAD /console/assets/*'])
+  const open = new Set(['GET /console', 'GET /console/', 'GET /console/login', 'POST /console/login', 'GET /console/link/:token', 'POST /console/link', 'POST /console/logout', 'GET /console/assets/*', 'HEAD /console/assets/*',
+    // Each console prefix's catch-all: an HTML "not found" page, no data.
+    'GET /console/*', 'GET /console/webhooks/*', 'GET /console/activity/*', 'GET /console/history/*'])
   const shape = (url: string): string => url.split('?')[0]?.replace(/\/[0-9a-f-]{6,}(?=\/|$)|\/1(?=\/|$)/g, '/:') ?? url
   const covered = new Set([...appRoutes, ...operatorRoutes].map(([m, u]) => `${m} ${shape(u)}`))
   for (const r of rt.app.routeTable.filter((r) => r.url.startsWith('/console'))) {
@@ -120,7 +129,7 @@ t.test('every console route enforces session, role, app and CSRF on the server',
   // No session: pages send the browser to sign in, calls are 401.
   for (const [method, path, form] of [...appRoutes, ...operatorRoutes]) {
     const res = await call(rt, undefined, method, path, form ? { form } : {})
-    if (method === 'GET' && !path.includes('/tail/events') && !path.includes('/stats') && !path.includes('lag.json') && !path.includes('replay-jobs')) {
+    if (method === 'GET' && !path.includes('/tail/events') && !path.includes('/stats') && !path.includes('lag.json') && !path.includes('replay-jobs') && !path.includes('.json') && !path.endsWith('/status')) {
       t.equal(res.status, 303, `${method} ${path} without a session: to the sign-in page`)
       t.equal(res.headers.get('location'), '/console/login')
     } else {

@@ -124,7 +124,9 @@ t.test('an app developer works with their webhook in the console', async (t) => 
   await form.getByLabel('event type').selectOption('post.create')
   await form.getByLabel('user id').fill('783214')
   await form.getByLabel('keyword').fill('launch')
-  await form.getByLabel('webhook id').fill(a.webhookId)
+  // The webhook is picked from the app's list, not typed.
+  await form.locator('select[name="webhook_id"][data-ready="true"]').waitFor()
+  await form.getByLabel('webhook').selectOption(a.webhookId)
   await form.getByRole('button', { name: 'Create' }).click()
   const created = page.locator('#subscription-table tr[data-subscription]', { hasText: 'launch' })
   await created.waitFor()
@@ -232,7 +234,8 @@ t.test('the delivery log by time range and page; the charts of the last hour and
   }
   await filter(minute(at(20)), minute(at(10)))
   t.same(await shown(), ids.slice(10, 21), 'from 20 to 10 minutes before: the 11 deliveries of those minutes')
-  t.same(await page.locator('#deliveries tr[data-delivery] td:first-child').allInnerTexts(), ids.slice(10, 21).map((_, i) => new Date(at(10 + i)).toISOString()), 'each at its event time')
+  t.same(await attributes(page, '#deliveries tr[data-delivery] td:first-child time', 'datetime'), ids.slice(10, 21).map((_, i) => new Date(at(10 + i)).toISOString()), 'each at its event time')
+  t.match(await page.locator('#deliveries tr[data-delivery] td:first-child').first().innerText(), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/, 'shown in UTC with the zone')
   t.same(await pager(), { prev: 0, next: 0 }, 'one page')
   await filter(minute(at(27)), '')
   t.same(await shown(), ids.slice(0, 25), 'from only: 28 deliveries, the newest 25 on page 1')

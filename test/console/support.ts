@@ -1,5 +1,6 @@
 import fs from 'node:fs'
 import path from 'node:path'
+import { AxeBuilder } from '@axe-core/playwright'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
 import type { Test } from 'tap'
 import type { Runtime } from '../../services/common/runtime'
@@ -126,4 +127,45 @@ export async function signInAsOperator(page: Page, rt: Runtime): Promise<void> {
 /** The CSRF token of the signed-in page. */
 export async function csrfOf(page: Page): Promise<string> {
   return (await page.locator('body').getAttribute('data-csrf')) ?? ''
+}
+
+/** axe-core's serious and critical violations of the page (WCAG 2.0/2.1 A and AA rules), as `rule: target` lines. */
+export async function axeProblems(page: Page): Promise<string[]> {
+  // Console pages have no frames: the one-pass run (legacy mode) spares the blank page the cross-frame
+  // run opens per analysis; resultTypes: only violations are described. Together about twice as fast.
+  const results = await new AxeBuilder({ page }).withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']).options({ resultTypes: ['violations'] }).setLegacyMode().analyze()
+  return results.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .flatMap((v) => v.nodes.slice(0, 3).map((n) => `${v.id} (${v.impact}): ${n.target.join(' ')}`))
+}
+
+/**
+ * Clicks per task, as a person would make them (a selected option or a
+ * confirmed dialog counts as one): `task` starts a count, `click` clicks
+ * and counts, `done` records it. The counts are printed at the end of the
+ * file's run (t.comment) for the docs and the report.
+ */
+export class ClickCounter {
+  private current = 0
+  readonly counts: Array<[string, number]> = []
+
+  start(): void {
+    this.current = 0
+  }
+
+  async click(target: { click: () => Promise<void> }): Promise<void> {
+    this.current++
+    await target.click()
+  }
+
+  /** A click made another way (choosing an option, accepting a dialog). */
+  count(n = 1): void {
+    this.current += n
+  }
+
+  done(t: Test, task: string): number {
+    this.counts.push([task, this.current])
+    t.comment(`clicks: ${task}: ${this.current}`)
+    return this.current
+  }
 }

@@ -38,13 +38,13 @@ export class ConsoleViews {
 
   /** A fragment (htmx swaps it in), no layout. */
   fragment(name: string, data: Record<string, unknown>): string {
-    return this.eta.render(name, data)
+    return this.eta.render(name, { ...data, utc })
   }
 
   /** A whole page: the template inside the layout. */
   page(request: FastifyRequest, name: string, data: Record<string, unknown>, options: PageOptions & { appId?: string }): string {
     const session = request.consoleSession
-    const body = this.eta.render(name, { ...data, session })
+    const body = this.eta.render(name, { ...data, session, utc })
     return renderLayout(this.layout, { body, session, appId: options.appId ?? session?.app_id, title: options.title, active: options.active ?? '' })
   }
 
@@ -74,6 +74,36 @@ function renderLayout(eta: Eta, data: Record<string, unknown>): string {
 /** The layout alone around a body (pages with no session: sign-in, notices). */
 export function standalonePage(body: string, title: string): string {
   return renderLayout(new Eta({ views: layoutViews, cache: true, autoEscape: true }), { body, session: undefined, appId: undefined, title, active: '' })
+}
+
+/**
+ * One clock for the whole console: every time is shown in UTC with the zone
+ * written out (the live tail and the charts format theirs the same way in
+ * console.js), so times on different pages and from different people compare.
+ * Accepts ms or an ISO string; '—' for none.
+ */
+export function utc(at: number | string | undefined | null): string {
+  if (at === undefined || at === null || at === '') return '—'
+  const d = new Date(at)
+  if (Number.isNaN(d.getTime())) return String(at)
+  return `${d.toISOString().slice(0, 19).replace('T', ' ')} UTC`
+}
+
+/** A page for a browser that asked for a console URL that failed: the status, why, and the way back. */
+export function errorPage(session: ConsoleSession | undefined, status: number, detail: string): string {
+  const title = ERROR_TITLES[status] ?? (status >= 500 ? 'Something went wrong' : 'The request was refused')
+  const body = new Eta({ views: layoutViews, cache: true, autoEscape: true }).render('error', { status, title, detail, session })
+  return renderLayout(new Eta({ views: layoutViews, cache: true, autoEscape: true }), { body, session, appId: session?.app_id, title, active: '' })
+}
+
+const ERROR_TITLES: Record<number, string> = {
+  400: 'This request is not valid',
+  401: 'Sign in first',
+  403: 'Not allowed',
+  404: 'Not found',
+  409: 'Not possible right now',
+  429: 'Too many requests',
+  503: 'Temporarily unavailable'
 }
 
 /** HTML-escapes text for the few strings built outside templates. */

@@ -7,6 +7,7 @@ import type { ServiceContext } from '../../common/context'
 import { Problems } from '../../common/errors'
 import { operatorGuard, resolveOperatorToken } from '../../common/operator'
 import { consoleSessions, loginCsrfToken, loginCsrfValid } from '../../common/console/session'
+import { registerConsoleErrorPages } from '../../common/console/error-pages'
 import { ConsoleViews } from '../../common/console/views'
 import { getApp } from '../identity'
 import { registerConsoleOpsRoutes } from './ops'
@@ -28,6 +29,7 @@ export async function registerConsoleRoutes(app: FastifyInstance, ctx: ServiceCo
   const views = new ConsoleViews('gateway')
   const operatorToken = resolveOperatorToken(config, store.kind === 'memory')
   const root = projectRoot()
+  registerConsoleErrorPages(app, sessions, '/console/')
 
   await app.register(fastifyStatic, {
     root: [

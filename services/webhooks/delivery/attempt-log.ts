@@ -31,6 +31,8 @@ export interface TailEntry {
   error?: string
   ms: number
   event_type?: string
+  /** A replay job's send (the console marks it). */
+  replay_job?: string
 }
 
 export interface StatsPoint {
@@ -47,6 +49,16 @@ export interface StatsPoint {
 export const LATENCY_BOUNDS_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, Number.POSITIVE_INFINITY]
 /** Bytes of a receiver's answer kept with the attempt. */
 export const RESPONSE_BODY_KEEP = 2048
+const RESPONSE_HEADERS_KEEP = 20
+
+/** The answer's headers as kept with an attempt: bounded in number and length. */
+function keptHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(headers).slice(0, RESPONSE_HEADERS_KEEP)) {
+    if (value !== undefined) out[name] = (Array.isArray(value) ? value.join(', ') : value).slice(0, 200)
+  }
+  return out
+}
 const TAIL_KEEP_MS = 10 * 60_000
 /** Attempts a record keeps (a delivery re-sent over and over keeps its latest). */
 const ATTEMPTS_KEPT = 50
@@ -113,8 +125,23 @@ export class AttemptLog {
    * buffers, written within STATS_FLUSH_MS.
    */
   note(record: DeliveryRecord, out: HttpOutcome, now = Date.now()): void {
-    // Numbered across re-sends: a re-send starts `attempts` over, not the delivery's history.
-    const n = (record.attempts_before_resend ?? 0) + record.attempts + 1
+    const attempt = this.count(record, out, now)
+    record.attempt_log = [...(record.attempt_log ?? []), attempt].slice(-ATTEMPTS_KEPT)
+  }
+
+  /**
+   * Notes a replay job's send of a delivery in the tail and the charts and
+   * returns its entry (marked with the job) for the replay runner to keep:
+   * the delivery's record is not the replay's to rewrite.
+   */
+  noteReplay(record: DeliveryRecord, out: HttpOutcome, jobId: string, now = Date.now()): AttemptEntry {
+    return this.count(record, out, now, jobId)
+  }
+
+  private count(record: DeliveryRecord, out: HttpOutcome, now: number, replayJob?: string): AttemptEntry {
+    // Numbered across re-sends: a re-send starts `attempts` over, not the delivery's history. A replay's
+    // send is listed after the attempts made so far without taking the number of the next one.
+    const n = (record.attempts_before_resend ?? 0) + record.attempts + (replayJob === undefined ? 1 : 0)
     const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
     const attempt: AttemptEntry = { n, at: new Date(now).toISOString(), ms: Math.round(out.ms) }
     const tail: TailEntry = { delivery_id: record.delivery_id, webhook_id: record.webhook_id, at: now, n, outcome: ok ? 'delivered' : 'failed', ms: attempt.ms }
@@ -124,13 +151,17 @@ export class AttemptLog {
       attempt.response_body = out.body.slice(0, RESPONSE_BODY_KEEP)
       const type = out.headers['content-type']
       if (typeof type === 'string') attempt.response_content_type = type
+      attempt.response_headers = keptHeaders(out.headers)
     } else {
       attempt.error = out.message
       tail.error = out.message
     }
+    if (replayJob !== undefined) {
+      attempt.replay_job = replayJob
+      tail.replay_job = replayJob
+    }
     const eventType = recordEventType(record)
     if (eventType !== undefined) tail.event_type = eventType
-    record.attempt_log = [...(record.attempt_log ?? []), attempt].slice(-ATTEMPTS_KEPT)
     const minute = Math.floor(now / MINUTE) * MINUTE
     for (const f of ['n', `b${bucketOf(attempt.ms)}`, ...(ok ? ['ok'] : [])]) {
       const key = WebhookKeys.stats(record.app_id, minute, f)
@@ -140,6 +171,7 @@ export class AttemptLog {
     tails.push({ score: now, member: JSON.stringify(tail) })
     this.pendingTail.set(record.app_id, tails)
     this.flushTimer ??= setTimeout(() => void this.flush().catch(() => undefined), STATS_FLUSH_MS).unref()
+    return attempt
   }
 
   /** Writes the chart counters counted so far (kept for the next flush when the store refuses). */

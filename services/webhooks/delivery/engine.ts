@@ -374,8 +374,8 @@ export class DeliveryEngine {
    * that was invalid: its skipped deliveries would otherwise wait for their
    * next step, up to 10 h); returns how many moved (rescheduling.ts).
    */
-  async pullForward(webhookId: string): Promise<number> {
-    const moved = await pullForward(this.reschedulingDeps(), webhookId)
+  async pullForward(webhookId: string, deliveryId?: string): Promise<number> {
+    const moved = await pullForward(this.reschedulingDeps(), webhookId, deliveryId)
     if (moved > 0) this.scheduler?.poke()
     return moved
   }

@@ -24,12 +24,16 @@ export function saveOp(record: DeliveryRecord, retentionMs: number): StoreOp {
   return { op: 'set', key: WebhookKeys.delivery(record.delivery_id), value: JSON.stringify(record), ttlMs: retentionMs }
 }
 
-/** Makes the webhook's pending deliveries due now; one another process is attempting right now is left to it. */
-export async function pullForward(deps: ReschedulingDeps, webhookId: string): Promise<number> {
+/**
+ * Makes the webhook's pending deliveries (`deliveryId`: just that one, the console's "retry now") due
+ * now; one another process is attempting right now is left to it.
+ */
+export async function pullForward(deps: ReschedulingDeps, webhookId: string, deliveryId?: string): Promise<number> {
   const { store } = deps
   const now = Date.now()
   let moved = 0
-  for (const listed of await deps.log.list(webhookId, { status: 'pending' })) {
+  const listing = deliveryId !== undefined ? [await deps.log.get(deliveryId)].filter((r): r is DeliveryRecord => r?.webhook_id === webhookId && r.status === 'pending') : await deps.log.list(webhookId, { status: 'pending' })
+  for (const listed of listing) {
     if (listed.next_attempt_at <= now) continue
     const claim = WebhookKeys.claim(listed.delivery_id)
     if (!(await store.setIfAbsent(claim, deps.nodeId, deps.leaseMs))) continue
