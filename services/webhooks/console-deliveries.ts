@@ -105,7 +105,8 @@ export async function registerConsoleDeliveryRoutes(app: FastifyInstance, deps: 
     if (blocked !== undefined) throw Problems.conflict(`Nothing re-sent. ${blocked}`)
     const resent = await core.engine.resend(w.id, { since: 0, status: 'failed' })
     request.log.info({ webhook_id: w.id, resent }, 'console: failed deliveries re-sent')
-    return sendHtml(withMessage(reply, `${resent} failed deliveries scheduled again`), `<span data-resent="${resent}">${resent} re-sent</span>`)
+    // The rows on the page re-read their status (console-views/status-cell), then follow it until it settles.
+    return sendHtml(withMessage(reply.header('hx-trigger', 'deliveries-changed'), `${resent} failed deliveries scheduled again`), `<span data-resent="${resent}">${resent} re-sent</span>`)
   })
 
   app.post('/console/webhooks/apps/:app_id/webhooks/:webhook_id/replay', { preHandler: api }, async (request, reply) => {

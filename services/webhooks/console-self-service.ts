@@ -1,7 +1,8 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { App } from '../common/auth/records'
 import { sendHtml } from '../common/console/views'
 import { Problems } from '../common/errors'
+import { enforceRateLimit } from '../common/ratelimit'
 import { newNumericId, newUuid } from '../common/ids'
 import { appParams, consoleApp, type ConsoleDeps, consoleWebhook, withMessage } from './console-access'
 import type { CrcCheck } from './crc'
@@ -12,7 +13,8 @@ import { changeWebhookUrl, deleteWebhook, registerWebhook } from './registration
  * Console self-service for an app's developer: register a webhook, point it
  * at a new URL, delete it, and send it a test event. Registration, URL
  * change and delete run the rules of POST/DELETE /2/webhooks (registration.ts:
- * URL safety, one webhook per URL, the app's limit, a passing CRC); the test
+ * URL safety, one webhook per URL, the app's limit, a passing CRC) and count
+ * in the app's window of the same rate-limit family; the test
  * event is accepted by the delivery engine like any matched event, so it is
  * signed, retried, logged and shown like one. Every answer is the refreshed
  * webhook list (htmx swaps it in) with a note coloured by the CRC's outcome.
@@ -36,9 +38,13 @@ function formText(body: unknown, name: string): string {
 export async function registerConsoleSelfServiceRoutes(app: FastifyInstance, deps: ConsoleDeps, webhooksFragment: (app: App) => Promise<string>): Promise<void> {
   const { core, api } = deps
   const withKind = (kind: string) => ({ 'x-console-message-kind': kind })
+  // The window of /2/webhooks' family, counted for the app as its bearer calls are: the console is no way around it.
+  const limited = (request: FastifyRequest, reply: FastifyReply, appId: string) =>
+    enforceRateLimit(request, reply, { family: 'webhooks' }, `app:${appId}`, () => Problems.generic(429, 'Too many webhook changes for this application (the limit of /2/webhooks): try again later.'))
 
   app.post('/console/webhooks/apps/:app_id/webhooks', { preHandler: api, schema: { params: appParams } }, async (request, reply) => {
     const appRecord = await consoleApp(core, request)
+    await limited(request, reply, appRecord.id)
     const url = formText(request.body, 'url')
     if (url === '') throw Problems.invalidParameter('url', url, 'url is required: the https address that receives the events')
     const { webhook, crc } = await registerWebhook(core, appRecord, url, request.log)
@@ -49,6 +55,7 @@ export async function registerConsoleSelfServiceRoutes(app: FastifyInstance, dep
   app.post('/console/webhooks/apps/:app_id/webhooks/:webhook_id/url', { preHandler: api }, async (request, reply) => {
     const appRecord = await consoleApp(core, request)
     const w = await consoleWebhook(core, request, appRecord)
+    await limited(request, reply, appRecord.id)
     const url = formText(request.body, 'url')
     if (url === '') throw Problems.invalidParameter('url', url, 'url is required')
     const { crc } = await changeWebhookUrl(core, appRecord, w, url, request.log)
@@ -58,6 +65,7 @@ export async function registerConsoleSelfServiceRoutes(app: FastifyInstance, dep
   app.delete('/console/webhooks/apps/:app_id/webhooks/:webhook_id', { preHandler: api }, async (request, reply) => {
     const appRecord = await consoleApp(core, request)
     const w = await consoleWebhook(core, request, appRecord)
+    await limited(request, reply, appRecord.id)
     await deleteWebhook(core, w, request.log)
     return sendHtml(withMessage(reply, `Webhook ${w.id} deleted`), await webhooksFragment(appRecord))
   })

@@ -115,6 +115,8 @@ t.test('an app developer works with their webhook in the console', async (t) => 
   await eventually(async () => (await statuses()).every((s) => s === 'delivered'), 10_000)
   const resentBodies = a.receiver.accepted.slice(acceptedBefore).map((p) => p.body)
   t.ok(['bulk one', 'bulk two'].every((text) => resentBodies.some((b) => b.includes(text))), 'both failed deliveries reached the receiver again and were accepted')
+  for (const id of bulkIds) await page.locator(`#status-${id} [data-status="delivered"]`).waitFor()
+  t.pass('the rows on the page turn delivered without a reload')
   await page.goto(`${base}/deliveries?status=failed`)
   t.equal(await page.locator('#deliveries tr[data-delivery]').count(), 0, 'no failed delivery is left in the log')
 

@@ -18,8 +18,8 @@ import { attributes, Browsers, ClickCounter, CONSOLE_ENV, consoleLink, screensho
  */
 
 const FILE = 'self-service'
-// A retry schedule slow enough to see a delivery between its attempts; two webhooks per app.
-const ENV = { ...CONSOLE_ENV, WEBHOOK_RETRY_SCHEDULE: '0,30s,60s', WEBHOOK_LIMIT_PER_APP: '2' }
+// A retry schedule slow enough to see a delivery between its attempts; two webhooks per app; ten calls of the /2/webhooks family per window.
+const ENV = { ...CONSOLE_ENV, WEBHOOK_RETRY_SCHEDULE: '0,30s,60s', WEBHOOK_LIMIT_PER_APP: '2', RATE_LIMITS: 'webhooks=10' }
 
 t.test('an app developer serves themself and finds every delivery', async (t) => {
   const browsers = new Browsers(t)
@@ -186,6 +186,12 @@ t.test('an app developer serves themself and finds every delivery', async (t) =>
     await sCard.waitFor({ state: 'detached' })
     t.same((await listed()).map((w) => w.url), [good.urlFor('/three')], 'deleted: the API lists only the other one')
     clicks.done(t, 'delete a webhook')
+
+    // Ten calls so far in the app's window of the /2/webhooks family (six changes here, four API reads): the next is refused, from the console as from the API.
+    await form.getByLabel('URL (https)').fill(good.urlFor('/five'))
+    await form.getByRole('button', { name: 'Add webhook' }).click()
+    await sFlash.filter({ hasText: 'Too many webhook changes' }).waitFor()
+    t.equal((await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, s.bearer, { json: { url: good.urlFor('/five') } })).status, 429, 'the rate limit of /2/webhooks counts the console\'s changes')
 
     // Another app's webhook cannot be re-pointed, deleted or test-sent from this session.
     const csrf = (await p.locator('body').getAttribute('data-csrf')) ?? ''
