@@ -5,7 +5,7 @@ import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { createIdentity, startTestRuntime } from '../helper'
 import { deliveryMessage, eventually, gate, publishDeliveries, registerWebhook } from '../webhooks/support'
-import { axeProblems, Browsers, ClickCounter, CONSOLE_ENV, consoleLink, screenshot, signInAsOperator, signInWithLink } from './support'
+import { axeProblems, Browsers, ClickCounter, CONSOLE_ENV, consoleLink, OPERATOR_TOKEN, screenshot, signInAsOperator, signInWithLink } from './support'
 
 /**
  * The console for everyone, in chromium at 1280 and 390 px: axe-core finds
@@ -42,6 +42,13 @@ t.test('the console is usable by keyboard, screen reader and phone, on one clock
   const record = { delivery_id: 'one-bucket', webhook_id: d.webhookId, app_id: d.id.app.id, source: 'activity', body: '{}', event_time: Date.now(), created_at: new Date().toISOString(), status: 'pending', attempts: 0, next_attempt_at: 0 } satisfies DeliveryRecord
   await new AttemptLog(rt.ctx.store, 3_600_000).record(record, { kind: 'response', status: 200, headers: {}, body: '', ms: 12 }, Date.now() - 3 * 3_600_000)
   const empty = await createIdentity(rt.ctx.store)
+  // An ads account for the operator's account and history pages.
+  const opened = await fetch(`${rt.baseUrl}/admin/ads/accounts`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ user_id: empty.user.id, name: 'Accessibility test account' })
+  })
+  const accountId = ((await opened.json()) as { data: { account: { id: string } } }).data.account.id
 
   const developerPages = (appBase: string, appId: string): Visit[] => [
     { name: 'webhooks', url: `${appBase}/` },
@@ -58,7 +65,8 @@ t.test('the console is usable by keyboard, screen reader and phone, on one clock
     { name: 'lag', url: `${rt.baseUrl}/console/ops/lag` },
     { name: 'health', url: `${rt.baseUrl}/console/ops/health` },
     { name: 'accounts', url: `${rt.baseUrl}/console/ops/accounts` },
-    { name: 'history', url: `${rt.baseUrl}/console/history/accounts/acc1` },
+    { name: 'account', url: `${rt.baseUrl}/console/ops/accounts/${accountId}` },
+    { name: 'history', url: `${rt.baseUrl}/console/history/accounts/${accountId}` },
     { name: 'app-webhooks', url: `${rt.baseUrl}/console/webhooks/apps/${g.id.app.id}/` }
   ]
   const audit = async (t: Test, page: Page, who: string, visits: Visit[]): Promise<void> => {
@@ -84,8 +92,10 @@ t.test('the console is usable by keyboard, screen reader and phone, on one clock
       await audit(t, op.page, 'operator', operatorPages)
       if (!mobile) await screenshot(t, op.page, FILE, 'operator-dead-letters-blocked')
     }
-    const signedOut = await browsers.person(t)
-    await audit(t, signedOut.page, 'signed out', [{ name: 'login', url: `${rt.baseUrl}/console/login` }])
+    for (const mobile of [false, true]) {
+      const signedOut = await browsers.person(t, { mobile })
+      await audit(t, signedOut.page, 'signed out', [{ name: 'login', url: `${rt.baseUrl}/console/login` }, { name: 'portal link', url: await consoleLink(rt, a.id.app.id) }])
+    }
 
     // The narrow menu from the keyboard: skip link, menu button, a link, the page marked current.
     const p = phone.page
@@ -147,7 +157,11 @@ t.test('the console is usable by keyboard, screen reader and phone, on one clock
     await page.locator('#charts[data-ready="true"]').waitFor()
     const axis = (await page.evaluate('(() => { const c = Chart.getChart(document.querySelector("[data-chart=rate]")); return { title: c.options.scales.x.title.text, first: c.data.labels[0] } })()')) as { title: string; first: string }
     const stats = (await (await page.request.get(`${base}/stats?range=hour`)).json()) as { points: Array<{ t: number }> }
-    t.same(axis, { title: 'time (UTC)', first: new Date(stats.points[0]?.t ?? 0).toISOString().slice(11, 16) }, 'the chart axis is in UTC and says so')
+    // The page and this request read the range separately: a minute may have turned between them.
+    const first = stats.points[0]?.t ?? 0
+    const inUtc = [first - 60_000, first, first + 60_000].map((ms) => new Date(ms).toISOString().slice(11, 16))
+    t.equal(axis.title, 'time (UTC)', 'the chart axis says UTC')
+    t.ok(inUtc.includes(axis.first), `and its labels are UTC times (${axis.first}; the range starts ${inUtc[1]} UTC)`)
 
     // One bucket in a day: drawn as a point, not a line of length zero.
     const dPage = await browsers.person(t)

@@ -181,14 +181,14 @@
       .catch(function (err) { flash('Webhooks: ' + err.message) })
   }
 
-  /** A table wider than the screen scrolls sideways: reachable and named for keyboard users. */
+  /** A table or text larger than its box scrolls: reachable and named for keyboard users. */
   function scrollables() {
-    document.querySelectorAll('.table-wrap').forEach(function (el) {
-      if (el.scrollWidth <= el.clientWidth + 1 || el.hasAttribute('tabindex')) return
+    document.querySelectorAll('.table-wrap, pre').forEach(function (el) {
+      if ((el.scrollWidth <= el.clientWidth + 1 && el.scrollHeight <= el.clientHeight + 1) || el.hasAttribute('tabindex')) return
       var heading = el.closest('section') && el.closest('section').querySelector('h1, h2, h3')
       el.tabIndex = 0
       el.setAttribute('role', 'region')
-      el.setAttribute('aria-label', (heading ? heading.textContent.trim() + ': ' : '') + 'table, scrolls sideways')
+      el.setAttribute('aria-label', (heading ? heading.textContent.trim() + ': ' : '') + (el.tagName === 'PRE' ? 'text' : 'table') + ', scrolls')
     })
   }
   document.addEventListener('htmx:afterSettle', scrollables)
