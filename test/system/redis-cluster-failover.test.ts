@@ -11,7 +11,7 @@ import { expectEveryEventAccountedFor } from './support/verify'
 /**
  * `make up REDIS=cluster`: the services on a real Redis Cluster (six Debian
  * redis-server nodes, three masters with a replica each, cluster-node-timeout
- * 2 s), events published through nginx at RATE/s, and one master killed with
+ * 5 s, make up's default), events published through nginx at RATE/s, and one master killed with
  * SIGKILL in the middle. Its replica takes over (nobody restarts anything);
  * meanwhile the commands for its slots wait in the clients or fail and their
  * Kafka messages are handled again. Every event must reach the webhook (or
