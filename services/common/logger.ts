@@ -30,7 +30,10 @@ export const SECRET_KEYS: ReadonlySet<string> = new Set(
     'oauth_signature',
     'oauth_verifier',
     'oauth_token_secret',
-    'ticket'
+    'ticket',
+    // A webhook's Standard Webhooks secrets, as its config record names them.
+    'signing_secret',
+    'previous_signing_secret'
   ].map((k) => k.toLowerCase())
 )
 

@@ -4,7 +4,7 @@ import { operatorGuard, resolveOperatorToken } from '../common/operator'
 import type { WebhooksCore } from './core'
 import { DELIVERY_STATUSES, type DeliveryRecord, type DeliveryStatus } from './delivery-log'
 import { bodyValidationProblem, failure, webhookIdParam, webhookNotFound } from './problems'
-import type { Webhook } from './registry'
+import { type Webhook, withoutSecrets } from './registry'
 import { checkWindow, parseReplayDate, ReplayConflictError } from './replay'
 
 /**
@@ -54,14 +54,14 @@ export async function registerAdminRoutes(app: FastifyInstance, core: WebhooksCo
   app.get('/admin/webhooks', { preHandler: guard }, async () => {
     const webhooks = await core.registry.listAll()
     const data = await Promise.all(
-      webhooks.map(async (w) => ({ ...w, subscriptions: (await core.accountActivity.subscribers(w.id)).length }))
+      webhooks.map(async (w) => ({ ...withoutSecrets(w), subscriptions: (await core.accountActivity.subscribers(w.id)).length }))
     )
     return { data, meta: { result_count: data.length } }
   })
 
   app.get('/admin/webhooks/:webhook_id', { preHandler: guard }, async (request) => {
     const w = await webhookOf(request)
-    return { data: { ...w, subscriptions: await core.accountActivity.subscribers(w.id) } }
+    return { data: { ...withoutSecrets(w), subscriptions: await core.accountActivity.subscribers(w.id) } }
   })
 
   app.get('/admin/webhooks/:webhook_id/deliveries', { preHandler: guard }, async (request) => {

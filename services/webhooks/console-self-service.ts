@@ -35,7 +35,10 @@ function formText(body: unknown, name: string): string {
   return typeof v === 'string' ? v.trim() : ''
 }
 
-export async function registerConsoleSelfServiceRoutes(app: FastifyInstance, deps: ConsoleDeps, webhooksFragment: (app: App) => Promise<string>): Promise<void> {
+/** The refreshed webhook list; `revealed`: a signing secret just made, shown in this answer only. */
+export type WebhooksFragment = (app: App, revealed?: { webhookId: string; secret: string }) => Promise<string>
+
+export async function registerConsoleSelfServiceRoutes(app: FastifyInstance, deps: ConsoleDeps, webhooksFragment: WebhooksFragment): Promise<void> {
   const { core, api } = deps
   const withKind = (kind: string) => ({ 'x-console-message-kind': kind })
   // The window of /2/webhooks' family, counted for the app as its bearer calls are: the console is no way around it.
@@ -47,9 +50,13 @@ export async function registerConsoleSelfServiceRoutes(app: FastifyInstance, dep
     await limited(request, reply, appRecord.id)
     const url = formText(request.body, 'url')
     if (url === '') throw Problems.invalidParameter('url', url, 'url is required: the https address that receives the events')
-    const { webhook, crc } = await registerWebhook(core, appRecord, url, request.log)
+    // The form's checkbox: Standard Webhooks signing from the start, its secret shown in this answer only.
+    const standardWebhooks = formText(request.body, 'standard_webhooks') !== ''
+    const { webhook, crc } = await registerWebhook(core, appRecord, url, request.log, { standardWebhooks })
     const note = crcNote(crc)
-    return sendHtml(withMessage(reply.headers(withKind('pass')), `Webhook ${webhook.id} registered: ${note.text}`), await webhooksFragment(appRecord))
+    const secret = webhook.signing_secret
+    const text = `Webhook ${webhook.id} registered: ${note.text}${secret !== undefined ? '; new signing secret: copy it now' : ''}`
+    return sendHtml(withMessage(reply.headers(withKind('pass')), text), await webhooksFragment(appRecord, secret !== undefined ? { webhookId: webhook.id, secret } : undefined))
   })
 
   app.post('/console/webhooks/apps/:app_id/webhooks/:webhook_id/url', { preHandler: api }, async (request, reply) => {

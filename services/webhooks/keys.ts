@@ -13,6 +13,7 @@ import { sha256Hex } from '../common/auth/records'
  *   webhooks:subs-lock:{app_id}     held around "count the app's subscriptions, add one"
  *   webhooks:crc-schedule           zset webhook id -> next periodic CRC (ms)
  *   webhooks:crc-lock:{id}          one periodic CRC at a time per webhook across processes
+ *   webhooks:signing-lock:{id}      held around a change of the webhook's Standard Webhooks secrets
  *   webhooks:crc-history:{id}       zset of CRC checks (JSON) by time: the console's CRC history
  *   webhooks:subs:{webhook_id}      set of user ids subscribed (Account Activity)
  *   webhooks:user:{user_id}         set of webhook ids the user is subscribed to (event routing)
@@ -44,6 +45,7 @@ export const WebhookKeys = {
   subscriptionLock: (appId: string) => `webhooks:subs-lock:${appId}`,
   crcSchedule: () => 'webhooks:crc-schedule',
   crcLock: (id: string) => `webhooks:crc-lock:${id}`,
+  signingLock: (id: string) => `webhooks:signing-lock:${id}`,
   crcHistory: (id: string) => `webhooks:crc-history:${id}`,
   subscribers: (webhookId: string) => `webhooks:subs:${webhookId}`,
   userWebhooks: (userId: string) => `webhooks:user:${userId}`,

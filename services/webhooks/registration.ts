@@ -7,6 +7,7 @@ import type { CrcCheck } from './crc'
 import type { WebhooksCore } from './core'
 import { failure, type Reason } from './problems'
 import { normalizeUrl, type Webhook } from './registry'
+import { newStandardSecret } from './signature'
 import { checkWebhookUrl, UnsafeUrlError } from './url-safety'
 
 /**
@@ -50,7 +51,12 @@ export interface Registered {
   crc: CrcCheck
 }
 
-export async function registerWebhook(core: WebhooksCore, app: App, url: string, log: Logger): Promise<Registered> {
+export interface RegisterOptions {
+  /** Sign its deliveries with Standard Webhooks too: the webhook is stored with a new `whsec_` secret (standard-webhooks.ts). */
+  standardWebhooks?: boolean
+}
+
+export async function registerWebhook(core: WebhooksCore, app: App, url: string, log: Logger, options: RegisterOptions = {}): Promise<Registered> {
   const { config } = core.ctx
   const reject = (reason: Reason, text: string) => failure(reason, 'url', url, text)
   const urlKey = await acceptableUrl(core, app, url)
@@ -67,12 +73,13 @@ export async function registerWebhook(core: WebhooksCore, app: App, url: string,
     const now = Date.now()
     const at = new Date(now).toISOString()
     const webhook: Webhook = { id, app_id: app.id, url: urlKey, url_key: urlKey, valid: true, created_at: at, last_crc_at: at, last_crc_ok_at: at }
+    if (options.standardWebhooks === true) webhook.signing_secret = newStandardSecret()
     // Another create (in any process) may have completed while the CRC ran: counted and inserted under the app's lock.
     if (!(await lockedOrBusy(() => core.registry.insertWithinLimit(webhook, now + config.webhookCrcIntervalMs, config.webhookLimitPerApp)))) {
       throw limitReached()
     }
     await core.crcHistory.record(id, 'create', crc, now).catch((err: unknown) => log.warn({ err, webhook_id: id }, 'could not record the registration CRC in its history'))
-    log.info({ webhook_id: id, app_id: app.id }, 'webhook registered')
+    log.info({ webhook_id: id, app_id: app.id, standard_webhooks: webhook.signing_secret !== undefined }, 'webhook registered')
     return { webhook, crc }
   } catch (err) {
     await core.registry.releaseUrl(app.id, urlKey, id)

@@ -23,9 +23,20 @@ export interface Webhook {
   invalid_reason?: string
   /** Set when a delivery got 410 Gone: nothing is sent until a CRC passes. */
   disabled_at?: string
+  /**
+   * Standard Webhooks signing (opt-in, standard-webhooks.ts): the current
+   * `whsec_` secret; absent when the webhook does not use it. Never in an
+   * answer after the one that created it, never logged (the logger censors
+   * these field names).
+   */
+  signing_secret?: string
+  /** The secret before the last rotation, still signed with until `previous_signing_secret_until`. */
+  previous_signing_secret?: string
+  previous_signing_secret_until?: string
 }
 
-type OptionalField = 'last_crc_at' | 'last_crc_ok_at' | 'invalid_reason' | 'disabled_at'
+type OptionalField = 'last_crc_at' | 'last_crc_ok_at' | 'invalid_reason' | 'disabled_at' | 'signing_secret' | 'previous_signing_secret' | 'previous_signing_secret_until'
+const OPTIONAL_FIELDS: readonly OptionalField[] = ['last_crc_at', 'last_crc_ok_at', 'invalid_reason', 'disabled_at', 'signing_secret', 'previous_signing_secret', 'previous_signing_secret_until']
 
 export interface WebhookUpdate {
   valid?: boolean
@@ -38,6 +49,12 @@ export interface WebhookUpdate {
 /** The public WebhookConfig of platform-facts §2. */
 export function publicView(w: Webhook): { id: string; url: string; valid: boolean; created_at: string } {
   return { id: w.id, url: w.url, valid: w.valid, created_at: w.created_at }
+}
+
+/** The stored webhook without its signing secrets: what an operator's view may show. */
+export function withoutSecrets(w: Webhook): Omit<Webhook, 'signing_secret' | 'previous_signing_secret'> & { standard_webhooks: boolean } {
+  const { signing_secret: current, previous_signing_secret: _previous, ...rest } = w
+  return { ...rest, standard_webhooks: current !== undefined }
 }
 
 /**
@@ -54,16 +71,16 @@ export function normalizeUrl(url: URL): string {
 function fromHash(h: Record<string, string>): Webhook | undefined {
   if (!h.id || !h.app_id || !h.url || !h.created_at) return undefined
   const w: Webhook = { id: h.id, app_id: h.app_id, url: h.url, url_key: h.url_key ?? h.url, valid: h.valid === 'true', created_at: h.created_at }
-  if (h.last_crc_at) w.last_crc_at = h.last_crc_at
-  if (h.last_crc_ok_at) w.last_crc_ok_at = h.last_crc_ok_at
-  if (h.invalid_reason) w.invalid_reason = h.invalid_reason
-  if (h.disabled_at) w.disabled_at = h.disabled_at
+  for (const k of OPTIONAL_FIELDS) {
+    const v = h[k]
+    if (v) w[k] = v
+  }
   return w
 }
 
 function toHash(w: Webhook): Record<string, string> {
   const h: Record<string, string> = { id: w.id, app_id: w.app_id, url: w.url, url_key: w.url_key, valid: String(w.valid), created_at: w.created_at }
-  for (const k of ['last_crc_at', 'last_crc_ok_at', 'invalid_reason', 'disabled_at'] as const) {
+  for (const k of OPTIONAL_FIELDS) {
     const v = w[k]
     if (v !== undefined) h[k] = v
   }

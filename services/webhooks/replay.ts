@@ -216,7 +216,8 @@ export class ReplayRunner {
   private async redeliver(record: DeliveryRecord, jobId: string): Promise<'delivered' | 'failed' | 'stop'> {
     const target = await this.target(record.webhook_id)
     if (!target) return 'stop'
-    const out = await this.deps.engine.runner.post(target.webhook, target.app, record.body)
+    // The event's own delivery id: a replay is the same message sent again (Standard Webhooks' webhook-id).
+    const out = await this.deps.engine.runner.post(target.webhook, target.app, record.body, record.delivery_id)
     await this.keepSend(record, out, jobId).catch((err: unknown) => this.deps.logger.warn({ err, job_id: jobId }, 'could not record a replayed send'))
     const ok = out.kind === 'response' && out.status >= 200 && out.status < 300
     this.deps.metrics.deliveries.inc({ outcome: ok ? 'replayed' : 'replay_failed' })
@@ -255,7 +256,7 @@ export class ReplayRunner {
           job_id: job.job_id
         }
       }
-      const out = await this.deps.engine.runner.post(target.webhook, target.app, JSON.stringify(status))
+      const out = await this.deps.engine.runner.post(target.webhook, target.app, JSON.stringify(status), `replay_job_${job.job_id}`)
       if (out.kind === 'response' && out.status === 410) await this.deps.engine.runner.disableGone(job.webhook_id, 'a replay job status')
       else if (out.kind === 'error' || out.status >= 300) this.deps.logger.warn({ job_id: job.job_id, webhook_id: job.webhook_id }, 'the webhook did not accept the replay job status')
     } else {

@@ -6,6 +6,7 @@ import { bodyValidationProblem, failure, userIdParam, webhookIdParam } from './p
 import { publicView, type Webhook } from './registry'
 import { deleteWebhook, lockedOrBusy, registerWebhook } from './registration'
 import { checkWindow, parseReplayDate, ReplayConflictError } from './replay'
+import { NotSigningError, ROTATION_OVERLAP_MS, type SigningChange, signingView, StandardSigning } from './standard-webhooks'
 import { DATE_TIME, NUMERIC_ID, openObject, pathParams, v2Ok } from '../common/openapi'
 
 /**
@@ -28,7 +29,13 @@ const CONFIG_FIELDS = ['created_at', 'id', 'url', 'valid'] as const
  * name the parameter as the public platform does: the routes that declare
  * them take `attachValidation` and answer with their own checks.
  */
-const WEBHOOK_CONFIG = openObject({ created_at: DATE_TIME, id: NUMERIC_ID, url: { type: 'string' }, valid: { type: 'boolean' } }, 'A webhook configuration.')
+/** The product's extension: present only on webhooks that opted into Standard Webhooks signing (docs/webhooks.md). */
+const STANDARD_WEBHOOKS = openObject({
+  enabled: { type: 'boolean' },
+  secret: { type: 'string', description: 'The `whsec_` signing secret: only in the answer that created it.' },
+  previous_secret_expires_at: DATE_TIME
+}, 'Standard Webhooks signing (an extension of this gateway).')
+const WEBHOOK_CONFIG = openObject({ created_at: DATE_TIME, id: NUMERIC_ID, url: { type: 'string' }, valid: { type: 'boolean' }, standard_webhooks: STANDARD_WEBHOOKS }, 'A webhook configuration.')
 const WEBHOOK_PARAMS = pathParams({ webhook_id: NUMERIC_ID })
 const SUBSCRIBED = v2Ok('Whether the user is subscribed.', openObject({ subscribed: { type: 'boolean' } }))
 
@@ -57,6 +64,12 @@ function unknownWebhook(id: string, parameter = 'webhook_id'): ProblemError {
   return Problems.resourceNotFound(parameter, id, 'webhook', `Could not find webhook with ${parameter}: [${id}] for this application.`)
 }
 
+/** The answer of a signing change: the webhook's configuration with its signing state, and the new secret once. */
+function signingAnswer(change: SigningChange): { data: Record<string, unknown> } {
+  const standard = { ...signingView(change.webhook), ...(change.secret !== undefined ? { secret: change.secret } : {}) }
+  return { data: { ...publicView(change.webhook), standard_webhooks: standard } }
+}
+
 /** `webhook_config.fields`: which WebhookConfig fields to return (all by default). */
 function requestedFields(raw: unknown): ReadonlyArray<(typeof CONFIG_FIELDS)[number]> {
   if (raw === undefined) return CONFIG_FIELDS
@@ -74,6 +87,8 @@ function requestedFields(raw: unknown): ReadonlyArray<(typeof CONFIG_FIELDS)[num
 }
 
 export async function registerWebhookRoutes(app: FastifyInstance, core: WebhooksCore): Promise<void> {
+  const signing = new StandardSigning(core.ctx.store, core.registry)
+
   // ---------------------------------------------------------------- /2/webhooks
 
   app.post('/2/webhooks', {
@@ -82,8 +97,10 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     attachValidation: true
   }, async (request) => {
     if (request.validationError) throw bodyValidationProblem(request.validationError, request.body, () => 'UrlValidationFailed')
-    const { webhook } = await registerWebhook(core, appOf(request).app, (request.body as { url: string }).url, request.log)
-    return { data: publicView(webhook) }
+    const { url, standard_webhooks: standard } = request.body as { url: string; standard_webhooks?: boolean }
+    const { webhook } = await registerWebhook(core, appOf(request).app, url, request.log, { standardWebhooks: standard === true })
+    // Without the option the answer is the platform's exactly; with it, the secret this once.
+    return webhook.signing_secret ? signingAnswer({ webhook, secret: webhook.signing_secret }) : { data: publicView(webhook) }
   })
 
   app.get('/2/webhooks', {
@@ -104,10 +121,13 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
   }, async (request) => {
     const fields = requestedFields((request.query as Record<string, unknown>)['webhook_config.fields'])
     const webhooks = await core.registry.listByApp(appOf(request).app.id)
+    const everyField = (request.query as Record<string, unknown>)['webhook_config.fields'] === undefined
     const data = webhooks.map((w) => {
       const view = publicView(w) as Record<string, unknown>
       const out: Record<string, unknown> = {}
       for (const f of fields) out[f] = view[f]
+      // The extension only where it is used, and never a secret.
+      if (everyField && w.signing_secret) out.standard_webhooks = signingView(w)
       return out
     })
     return { data, meta: { result_count: data.length } }
@@ -132,6 +152,42 @@ export async function registerWebhookRoutes(app: FastifyInstance, core: Webhooks
     const { result } = await core.checker.check(webhook, 'put')
     if (result.result !== 'pass') throw failure('CrcValidationFailed', 'webhook_id', webhook.id, result.reason)
     return { data: { attempted: true } }
+  })
+
+  // Standard Webhooks signing on or off (the product's extension; PUT is the platform's CRC trigger, so an update is a PATCH).
+  app.patch('/2/webhooks/:webhook_id', {
+    config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT },
+    schema: { params: WEBHOOK_PARAMS, body: { $ref: 'http/webhooks.update-request#' }, response: v2Ok('The webhook; turned on, its new signing secret, shown this once.', WEBHOOK_CONFIG) },
+    attachValidation: true
+  }, async (request) => {
+    const webhook = await ownedWebhook(core, request)
+    if (request.validationError) throw bodyValidationProblem(request.validationError, request.body, () => 'QueryParamInvalid')
+    const on = (request.body as { standard_webhooks: boolean }).standard_webhooks
+    const change = await lockedOrBusy(() => (on ? signing.enable(webhook.id) : signing.disable(webhook.id)))
+    if (!change) throw unknownWebhook(webhook.id)
+    request.log.info({ webhook_id: webhook.id, standard_webhooks: on, new_secret: change.secret !== undefined }, 'webhook signing updated')
+    return signingAnswer(change)
+  })
+
+  app.post('/2/webhooks/:webhook_id/standard_webhooks/rotate', {
+    config: { auth: { schemes: ['bearer-app', 'oauth1-user'] }, rateLimit: WEBHOOKS_LIMIT },
+    schema: { params: WEBHOOK_PARAMS, body: { $ref: 'http/webhooks.rotate-request#' }, response: v2Ok('The new signing secret, shown this once; the replaced one is still signed with until previous_secret_expires_at.', WEBHOOK_CONFIG) },
+    attachValidation: true
+  }, async (request) => {
+    const webhook = await ownedWebhook(core, request)
+    // The body is optional: none rotates with the default overlap.
+    if (request.validationError && request.body !== undefined) throw bodyValidationProblem(request.validationError, request.body, () => 'QueryParamInvalid')
+    const seconds = (request.body as { overlap_seconds?: number } | undefined)?.overlap_seconds
+    let change: SigningChange | undefined
+    try {
+      change = await lockedOrBusy(() => signing.rotate(webhook.id, seconds === undefined ? ROTATION_OVERLAP_MS : seconds * 1000))
+    } catch (err) {
+      if (err instanceof NotSigningError) throw Problems.conflict(`${err.message} Turn it on with PATCH /2/webhooks/${webhook.id} first.`)
+      throw err
+    }
+    if (!change) throw unknownWebhook(webhook.id)
+    request.log.info({ webhook_id: webhook.id, overlap_seconds: seconds ?? ROTATION_OVERLAP_MS / 1000 }, 'webhook signing secret rotated')
+    return signingAnswer(change)
   })
 
   app.post('/2/webhooks/replay', {

@@ -36,7 +36,9 @@ const KEYS = [
   'cookie',
   'cookies',
   'set-cookie',
-  'authorization'
+  'authorization',
+  'signing_secret',
+  'previous_signing_secret'
 ]
 
 t.test('every secret field is censored at any depth, in any case, and the rest is kept', async (t) => {
@@ -82,6 +84,20 @@ t.test('every secret field is censored at any depth, in any case, and the rest i
   t.equal(lines.length, KEYS.length * 4 + 8, 'one line per call')
   t.match(lines.find((l) => l.msg === 'headers'), { headers: { Authorization: '[redacted]', COOKIE: '[redacted]', 'Set-Cookie': '[redacted]' } })
   t.equal(caller.headers.Authorization.startsWith('SECRET-'), true, "the caller's object is not modified")
+})
+
+t.test("a webhook's config record logged whole keeps its Standard Webhooks secrets out", async (t) => {
+  const out = capture()
+  const log = createLogger('info', 'redaction-test', out.stream)
+  const current = `whsec_${randomBytes(32).toString('base64')}`
+  const previous = `whsec_${randomBytes(32).toString('base64')}`
+  // The fields of a webhooks:config hash (services/webhooks/registry.ts) with signing on, mid-rotation.
+  const record = { id: '123', app_id: '9', url: 'https://a.example/hook', valid: 'true', signing_secret: current, previous_signing_secret: previous, previous_signing_secret_until: '2030-01-01T00:00:00.000Z' }
+  log.info({ webhook: record }, 'a webhook')
+  log.info(record, 'its fields at the top')
+  const written = out.text()
+  t.notOk(written.includes(current.slice(6)) || written.includes(previous.slice(6)), 'neither secret is written')
+  t.match(written, /previous_signing_secret_until":"2030-01-01/, 'the end of the overlap is not a secret and stays')
 })
 
 t.test('redactUrl hides credential query parameters, whatever their case or position', async (t) => {

@@ -45,6 +45,8 @@ export interface ReceivedPost {
   /** Request path (several webhooks can share one receiver). */
   path: string
   userAgent: string | undefined
+  /** Every request header as received (lower-case names). */
+  headers: http.IncomingHttpHeaders
 }
 
 /** A promise the test resolves itself (a barrier, or the release of held requests). */
@@ -170,7 +172,8 @@ export class Receiver {
       at: Date.now(),
       status: 0,
       path: new URL(req.url ?? '/', 'http://receiver').pathname,
-      userAgent: req.headers['user-agent']
+      userAgent: req.headers['user-agent'],
+      headers: req.headers
     }
     this.posts.push(post)
     const reply = this.onPost(post, this.posts.length)

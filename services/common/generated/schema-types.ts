@@ -562,6 +562,7 @@ export interface HttpWebhooksAdminReplayRequest {
  */
 export interface HttpWebhooksCreateRequest {
   url: string
+  standard_webhooks?: boolean
 }
 /**
  * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
@@ -579,4 +580,18 @@ export interface HttpWebhooksReplayRequest {
 export interface HttpWebhooksResendRequest {
   since: string
   status?: 'failed' | 'delivered' | 'cancelled'
+}
+/**
+ * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
+ * via the `definition` "HttpWebhooksRotateRequest".
+ */
+export interface HttpWebhooksRotateRequest {
+  overlap_seconds?: number
+}
+/**
+ * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
+ * via the `definition` "HttpWebhooksUpdateRequest".
+ */
+export interface HttpWebhooksUpdateRequest {
+  standard_webhooks: boolean
 }

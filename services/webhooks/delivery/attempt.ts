@@ -13,7 +13,8 @@ import { saveOp } from './rescheduling'
 import { dueAt, unscheduled } from './schedule'
 import { deadLetterEvent, type Failure, parseRetryAfter, withJitter } from './retry-policy'
 import { KNOWN_KEYS } from './schedule'
-import { SIGNATURE_HEADER, webhookSignature } from '../signature'
+import { SIGNATURE_HEADER, standardHeaders, webhookSignature } from '../signature'
+import { activeSecrets } from '../standard-webhooks'
 
 /**
  * One attempt of a delivery and what its outcome does to the record
@@ -97,7 +98,7 @@ export class AttemptRunner {
       await this.fail(record, { error: `the webhook is invalid: ${webhook.invalid_reason ?? 'CRC failing'}` }, 'skipped_invalid')
       return done
     }
-    const out = await this.post(webhook, app, record.body)
+    const out = await this.post(webhook, app, record.body, record.delivery_id)
     // Before settle() counts the attempt: the entry is numbered after the attempts made so far.
     this.deps.attempts?.note(record, out)
     const written = this.settle(record, webhook, out).then(() =>
@@ -106,10 +107,21 @@ export class AttemptRunner {
     return { written }
   }
 
-  /** One signed POST of `body` to the webhook (also used by replays). */
-  async post(webhook: Webhook, app: App, body: string): Promise<HttpOutcome> {
+  /**
+   * One signed POST of `body` to the webhook (also used by replays). A webhook
+   * that opted into Standard Webhooks also gets its three headers, with
+   * `messageId` as `webhook-id` (a delivery's id: the same on every attempt
+   * and replay of it) and this attempt's time as `webhook-timestamp`.
+   */
+  async post(webhook: Webhook, app: App, body: string, messageId: string): Promise<HttpOutcome> {
+    const now = Date.now()
+    const secrets = activeSecrets(webhook, now)
     const out = await this.deps.client.send('POST', webhook.url, {
-      headers: { 'content-type': 'application/json', [SIGNATURE_HEADER]: webhookSignature(app.consumer_secret, body) },
+      headers: {
+        'content-type': 'application/json',
+        [SIGNATURE_HEADER]: webhookSignature(app.consumer_secret, body),
+        ...(secrets.length > 0 ? standardHeaders(secrets, messageId, now, body) : {})
+      },
       body,
       lane: webhook.id,
       // The start of the answer is kept with the attempt (the console shows it).
