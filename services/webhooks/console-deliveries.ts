@@ -8,7 +8,7 @@ import { DISPLAY_STATUSES, displayStatus, notSendable, totalAttempts } from './c
 import type { DeliveryRecord } from './delivery-log'
 import { defaultUserAgent } from './http-client'
 import { checkWindow, formatReplayDate, ReplayConflictError } from './replay'
-import { SIGNATURE_HEADER, webhookSignature } from './signature'
+import { SIGNATURE_HEADER, STANDARD_ID_HEADER, STANDARD_SIGNATURE_HEADER, STANDARD_TIMESTAMP_HEADER, webhookSignature } from './signature'
 
 /**
  * Console: the delivery log of an app (filters and search: console-search),
@@ -63,6 +63,14 @@ export async function registerConsoleDeliveryRoutes(app: FastifyInstance, deps: 
       // Shown as sent.
     }
     const webhook = await core.registry.get(record.webhook_id)
+    if (webhook?.signing_secret) {
+      // Timestamp and signature are each attempt's own: described, not recomputed (and no secret on the page).
+      headers.push(
+        [STANDARD_ID_HEADER, record.delivery_id],
+        [STANDARD_TIMESTAMP_HEADER, '(the time of each attempt, in seconds)'],
+        [STANDARD_SIGNATURE_HEADER, "v1,… (each attempt's, with the webhook's signing secret)"]
+      )
+    }
     return sendHtml(reply, views.page(request, 'delivery', { app: appRecord, ...row(record), webhook, blocked: notSendable(webhook), headers, body: pretty, attempts }, { title: `Delivery ${record.delivery_id}`, active: 'deliveries', appId: appRecord.id }))
   })
 

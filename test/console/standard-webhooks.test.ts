@@ -63,8 +63,12 @@ t.test('a developer turns Standard Webhooks on, copies the secret, rotates it an
   const listed = await bearerRequest('GET', `${rt.baseUrl}/2/webhooks`, a.id.bearer)
   t.match(listed.json(), { data: [{ id: a.webhookId, standard_webhooks: { enabled: true } }] }, 'the API sees it on')
 
-  await page.reload()
-  t.equal(await signing.getAttribute('data-standard-webhooks'), 'on', 'still on after a reload')
+  await page.goto(`${base}/deliveries/${String(first.headers['webhook-id'])}`)
+  t.match(await page.locator('#request-headers').innerText(), new RegExp(`webhook-id\\s+${String(first.headers['webhook-id'])}[\\s\\S]*webhook-signature\\s+v1,`), 'the delivery page lists the Standard Webhooks headers')
+  t.notOk((await page.content()).includes(s1.slice(6)), 'without the secret')
+
+  await page.goto(`${base}/`)
+  t.equal(await signing.getAttribute('data-standard-webhooks'), 'on', 'still on when the page is opened again')
   t.equal(await card.locator('[data-secret]').count(), 0, 'the secret is not shown again')
   t.notOk((await page.content()).includes(s1.slice(6)), 'nor anywhere in the page')
 
