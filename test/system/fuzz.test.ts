@@ -495,7 +495,15 @@ async function oneRawRequest(f: Fuzzing, n: number, rand: Rand, seed: number): P
   const body = trick.body ?? ''
   const length = /content-length|transfer-encoding/i.test(trick.headers) || body === '' ? '' : `Content-Length: ${Buffer.byteLength(body)}\r\n`
   const head = `${route.method} ${target}${query} HTTP/1.1\r\nHost: ${host}\r\n${auth}${trick.headers === '' ? '' : `${trick.headers}\r\n`}${length}Connection: close\r\n\r\n`
-  const answer = await rawExchange(Number(base.port), Buffer.concat([Buffer.from(head, 'latin1'), Buffer.from(body, 'latin1')]), target.startsWith('/2/activity/stream'))
+  // An absolute-form target (`GET http://host/2/activity/stream`) names the stream too: an accepted one stays open.
+  const streamPath = (() => {
+    try {
+      return new URL(target, 'http://fuzz.invalid').pathname.startsWith('/2/activity/stream')
+    } catch {
+      return target.startsWith('/2/activity/stream')
+    }
+  })()
+  const answer = await rawExchange(Number(base.port), Buffer.concat([Buffer.from(head, 'latin1'), Buffer.from(body, 'latin1')]), streamPath)
   const where = `${f.label} raw #${n} (seed ${seed}) ${JSON.stringify(`${route.method} ${target}${query}`.slice(0, 160))} host ${JSON.stringify(host.slice(0, 40))} ${JSON.stringify(trick.headers.slice(0, 60))}`
   if (typeof answer === 'string') {
     f.failures.push(`${where} -> ${answer}`)
