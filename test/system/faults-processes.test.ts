@@ -68,6 +68,8 @@ const PUBLISHER_TIMEOUT_MS = 20_000
  * (each one is reported), and leaves room for a machine several times as loaded.
  */
 const BACK_WITHIN_MS = 90_000
+/** nginx's worker processes in make up's configuration (scripts/nginx.ts): each may hold a cached connection to a killed instance. */
+const NGINX_WORKERS = 1
 
 async function counter(p: ProcessRecord, name: string): Promise<number> {
   try {
@@ -129,8 +131,12 @@ t.test('kill -9 of each service under supervisord, through nginx: nothing lost, 
       t.fail(`no instance ${name}`)
       continue
     }
-    if (p.service === 'gateway') adsInFlightAtGatewayKill += ads.inFlight
+    const inFlightBefore = ads.inFlight
     const pid = ['activity', 'webhooks', 'stream'].includes(p.service ?? '') ? await killMidBurst(t, scene, p) : await system.kill9(name)
+    // A post that started while the kill was being made (the pid is read from supervisord's log first) is held too,
+    // and so is the first one nginx writes on a keep-alive connection it cached to the dead instance: that POST
+    // was sent, so nginx does not replay it (502), and only then marks the instance failed (one per nginx worker).
+    if (p.service === 'gateway') adsInFlightAtGatewayKill += Math.max(inFlightBefore, ads.inFlight) + NGINX_WORKERS
     back.push(
       system.waitBack(name, pid, BACK_WITHIN_MS).then(
         (ms) => void t.ok(ms >= 0, `${name} (pid ${pid}) killed with SIGKILL: supervisord had it ready again on its port in ${ms} ms`),
@@ -149,7 +155,7 @@ t.test('kill -9 of each service under supervisord, through nginx: nothing lost, 
   const adsErrors = Object.entries(ads.failures)
   t.ok(
     adsErrors.every(([k, n]) => k === '502' && n <= adsInFlightAtGatewayKill),
-    `ads publishers saw no error but for the posts the killed gateway held: ${JSON.stringify(ads.failures)} over ${ads.published.length} posts (${adsInFlightAtGatewayKill} in flight at the kill)`
+    `ads publishers saw no error but for the posts the killed gateway held: ${JSON.stringify(ads.failures)} over ${ads.published.length} posts (${adsInFlightAtGatewayKill} in flight at the kill or on a connection nginx cached to it)`
   )
   t.ok(stream.connections >= 2, `the stream consumer reconnected through nginx after its node was killed (${stream.connections} connections: ${stream.ends.join(', ')})`)
   t.comment(`whole scenario: ${Date.now() - startedAt} ms`)
