@@ -4,7 +4,7 @@ import { registerHistoryRoutes } from './routes'
 import { startHistoryWorker } from './worker'
 
 /**
- * The account-history service (design.md): consumes `ads.entity-changes`
+ * The account-history service (docs/architecture.md): consumes `ads.entity-changes`
  * with its own consumer group, keeps the entries in the `history:`
  * keyspace, and serves GET /12/accounts/:account_id/account_history on
  * the ads host and (like every ads read) on the sandbox host.

@@ -16,7 +16,7 @@ import { webhookOwnedBy } from './webhooks'
 import { DATE_TIME, NUMERIC_ID, openObject, pathParams, v2Ok } from '../common/openapi'
 
 /**
- * `/2/activity/subscriptions*` (platform-facts §5). Authentication follows
+ * `/2/activity/subscriptions*` (docs/architecture.md). Authentication follows
  * the security of each operation in the public OpenAPI description: create
  * and list accept the app-only bearer and user context (an OAuth 2.0 user
  * token needs the operation's scopes; an OAuth 1.0a token's access level

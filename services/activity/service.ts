@@ -6,7 +6,7 @@ import { registerSubscriptionRoutes } from './routes'
 import { startMatcher } from './matcher'
 
 /**
- * The activity service (design.md): subscriptions and their match index,
+ * The activity service (docs/architecture.md): subscriptions and their match index,
  * the ingest route for upstream producers, and the matcher that turns
  * `activity.events` into `activity.deliveries`.
  */

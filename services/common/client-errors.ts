@@ -10,7 +10,7 @@ import { targetPath } from './request-target'
  * Requests Node's HTTP parser refuses (a malformed request line or header,
  * oversized headers, broken chunked framing, a request that never finishes
  * arriving) never reach a route; they still get an answer in the shape of
- * the interface they were sent to (issue 16). On a keep-alive connection
+ * the interface they were sent to. On a keep-alive connection
  * earlier requests may still be in progress when the parser fails on a
  * later one: the error answer waits until every earlier request has been
  * answered, then goes out with `connection: close`, so a client that

@@ -1,7 +1,7 @@
 /**
  * Bounded echoes of client input in error bodies. An error names the value
  * it refused, but never grows with it: a 0.7 MB body once came back as a
- * 5 MB error (issue 16). Every interface's error rendering echoes through here.
+ * 5 MB error. Every interface's error rendering echoes through here.
  */
 
 /** Longest echo of an input value; longer ones end with `…`. */

@@ -4,7 +4,7 @@ import { capText, ECHO_MAX_CHARS, echoValue, messageText } from './echo'
 /**
  * Every error the gateway can answer with, defined in one place.
  *
- * Three wire shapes exist (service-spec "Errors", platform-facts §1 and §7):
+ * Three wire shapes exist (docs/conformance.md "Errors", docs/conformance.md):
  *  - v2 classic Error: `{"errors":[{"code":int,"message":str}]}` as application/json;
  *  - v2 Problem (RFC 7807) as application/problem+json, its `type` under {problem_base};
  *  - the advertising envelope `{"errors":[{code,message,parameter?}],"request":{"params":{}}}`.
@@ -40,7 +40,7 @@ export class ClassicError extends ApiError {
   }
 }
 
-/** The classic codes of platform-facts §1, each with its status and message. */
+/** The classic codes of docs/conformance.md, each with its status and message. */
 export const Classic = {
   couldNotAuthenticate: (detail?: string) =>
     new ClassicError(401, { code: 32, message: detail ? `Could not authenticate you. ${detail}` : 'Could not authenticate you.' }),
@@ -132,7 +132,7 @@ export type ConnectionIssue = 'TooManyConnections' | 'ProvisioningSubscription' 
 
 export type ProblemExtras = Record<string, unknown>
 
-/** `resource_type` of the resource Problems (service-spec "v2 shared shapes"). */
+/** `resource_type` of the resource Problems (docs/conformance.md "v2 shared shapes"). */
 export type ResourceType = 'user' | 'tweet' | 'media' | 'list' | 'space'
 /**
  * The product's own resources that a v2 path names: webhooks
@@ -140,7 +140,7 @@ export type ResourceType = 'user' | 'tweet' | 'media' | 'list' | 'space'
  * (`/2/activity/subscriptions/{subscription_id}`, Account Activity
  * `.../subscriptions/{user_id}/all`). The public OpenAPI enum of
  * resource-not-found lists only the platform's read resources; an unknown
- * webhook or subscription still answers resource-not-found (issue 16), with
+ * webhook or subscription still answers resource-not-found, with
  * these two values as the documented deviation (docs/architecture.md, "v2 Problems").
  */
 export type ProductResourceType = 'webhook' | 'subscription'

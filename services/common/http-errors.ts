@@ -113,7 +113,7 @@ export function adsRequestParams(request: FastifyRequest): Record<string, unknow
   return boundedParams(out)
 }
 
-/** The whole `request.params` echo stays this small, however many or long the parameters (issue 16). */
+/** The whole `request.params` echo stays this small, however many or long the parameters. */
 const ADS_PARAMS_MAX_CHARS = 8 * 1024
 /** Most items of one list parameter echoed. */
 const ADS_PARAM_MAX_ITEMS = 200
@@ -138,7 +138,7 @@ function boundedParams(params: Record<string, unknown>): Record<string, unknown>
   return out
 }
 
-/** Ads errors carry the interface's version like its successes (platform-facts §7: every response). */
+/** Ads errors carry the interface's version like its successes (docs/conformance.md: every response). */
 function sendAds(reply: FastifyReply, request: FastifyRequest, err: AdsError): FastifyReply {
   reply.header('x-current-api-version', ADS_API_VERSION)
   return reply.code(err.statusCode).type('application/json; charset=utf-8').send({ errors: err.items, request: { params: adsRequestParams(request) } })

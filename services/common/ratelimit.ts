@@ -32,7 +32,7 @@ import type { Store } from './store/types'
  * count against the ads interface's own window (200 per 15 minutes).
  *
  * Ads GETs on one account (a path with :account_id) also count against that
- * account's window per route family (platform-facts §7), reported in
+ * account's window per route family (docs/conformance.md), reported in
  * `x-account-rate-limit-limit|remaining|reset`; the family `ads-account`
  * sets its figures.
  *
@@ -152,7 +152,7 @@ export function routeFamily(method: string, routeUrl: string): string {
   return `${verb}:${fixed.join('.')}`
 }
 
-/** The ad account an ads GET reads, when its path names one; writes are not counted per account (platform-facts §7). */
+/** The ad account an ads GET reads, when its path names one; writes are not counted per account (docs/conformance.md). */
 function adsAccountOf(request: FastifyRequest): string | undefined {
   if (request.method !== 'GET' && request.method !== 'HEAD') return undefined
   if (!/^\/(12|5)\//.test(request.routeOptions.url ?? '')) return undefined

@@ -11,7 +11,7 @@ export interface Worker {
 export type ServiceName = 'gateway' | 'webhooks' | 'activity' | 'stream' | 'account-history'
 
 /**
- * A service as design.md describes it: the routes it owns, the workers it
+ * A service as docs/architecture.md describes it: the routes it owns, the workers it
  * runs. The embedded runtime registers every definition on one server and
  * one context; a distributed process (services/<name>/main.ts) runs one.
  */

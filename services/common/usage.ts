@@ -22,7 +22,7 @@ import type { Store, StoreOp } from './store/types'
 import { AuthKeys } from './auth/records'
 
 /**
- * Usage of posts (issue 16, "Usage caps"): every activity event handed to an
+ * Usage of posts ("Usage caps"): every activity event handed to an
  * application — a webhook delivery accepted for one of its webhooks, an event
  * written to one of its streams — is one post consumed, counted per app per
  * UTC day and per billing cycle, and for the whole project (every app of the

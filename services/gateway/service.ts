@@ -12,7 +12,7 @@ import { registerUsageRoutes } from './usage'
 
 /**
  * The gateway: OAuth provider, operator API for apps and users, and the
- * advertising interface (design.md). The sandbox host serves the
+ * advertising interface (docs/architecture.md). The sandbox host serves the
  * sandbox-only ads operations plus the same ads routes. Its workers: the
  * outbox relay (publishes every committed entity change and advertiser post,
  * retrying what a crash or a broker outage left), keyword insights ingest

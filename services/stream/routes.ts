@@ -7,7 +7,7 @@ import type { StreamHub } from './hub'
 /**
  * `GET /2/activity/stream` (app-only bearer): a persistent chunked response,
  * one JSON envelope + `\r\n` per event, bare `\r\n` keep-alives, and
- * `{"errors":[Problem]}` lines before the server ends it (platform-facts §5).
+ * `{"errors":[Problem]}` lines before the server ends it (docs/architecture.md).
  * The same path upgrades to a WebSocket (websocket.ts).
  */
 

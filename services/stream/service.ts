@@ -7,7 +7,7 @@ import { registerTicketRoute, StreamTickets } from './tickets'
 import { attachWebSocketStream } from './websocket'
 
 /**
- * The stream service (design.md): `/2/activity/stream` over chunked HTTP and
+ * The stream service (docs/architecture.md): `/2/activity/stream` over chunked HTTP and
  * WebSocket (with a bearer token, or a ticket from `POST /2/activity/stream/ticket`), fed by this node's own consumer of `activity.deliveries`. The
  * node's state lives in a StreamHub per context, so several runtimes (tests,
  * embedded and distributed) can share this definition.

@@ -12,7 +12,7 @@ import { PollingWorker } from './polling'
 import { crcResponseToken } from './signature'
 
 /**
- * The challenge-response check (platform-facts §3): `GET <url>?crc_token=`,
+ * The challenge-response check (docs/webhooks.md): `GET <url>?crc_token=`,
  * answered by `{"response_token":"sha256=<base64 HMAC-SHA256(consumer secret, token)>"}`.
  *
  * Run on create (a failure rejects the create), on PUT /2/webhooks/{id}, and

@@ -1,7 +1,7 @@
 import { sha256Hex } from '../common/auth/records'
 
 /**
- * The webhooks service's keyspace (design.md: a service owns its keys).
+ * The webhooks service's keyspace (docs/architecture.md: a service owns its keys).
  *
  *   webhooks:config:{id}            hash: id, app_id, url, valid, created_at, CRC state
  *                                   (shared, read-only for others: the activity service checks a

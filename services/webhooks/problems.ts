@@ -5,7 +5,7 @@ import { type ProblemError, Problems } from '../common/errors'
 /**
  * Failures of the webhook and Account Activity routes: invalid-request
  * Problems whose message starts with the public platform's reason
- * (platform-facts §2), e.g. `CrcValidationFailed: Invalid response_token`,
+ * (docs/webhooks.md), e.g. `CrcValidationFailed: Invalid response_token`,
  * with `parameters` naming the offending input.
  */
 

@@ -46,7 +46,7 @@ export interface WebhookUpdate {
   clear?: OptionalField[]
 }
 
-/** The public WebhookConfig of platform-facts §2. */
+/** The public WebhookConfig of docs/webhooks.md. */
 export function publicView(w: Webhook): { id: string; url: string; valid: boolean; created_at: string } {
   return { id: w.id, url: w.url, valid: w.valid, created_at: w.created_at }
 }

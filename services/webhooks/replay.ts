@@ -12,7 +12,7 @@ import type { Webhook, WebhookRegistry } from './registry'
 import type { UsageMeter } from '../common/usage'
 
 /**
- * Replay jobs (POST /2/webhooks/replay, platform-facts §2): re-deliver every
+ * Replay jobs (POST /2/webhooks/replay, docs/webhooks.md): re-deliver every
  * event of the window that was delivered or attempted, read from the
  * delivery log, then POST `{"replay_job_status":{...}}` to the webhook.
  *

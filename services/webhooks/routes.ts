@@ -10,7 +10,7 @@ import { NotSigningError, ROTATION_OVERLAP_MS, type SigningChange, signingView, 
 import { DATE_TIME, NUMERIC_ID, openObject, pathParams, v2Ok } from '../common/openapi'
 
 /**
- * The public routes: v2 webhooks (platform-facts §2) and Account Activity
+ * The public routes: v2 webhooks (docs/webhooks.md) and Account Activity
  * user subscriptions. Authentication per route as the public platform
  * declares it (openapi-2.166): management with the app's bearer token (or a
  * user-context token where the platform allows it), subscribing a user with

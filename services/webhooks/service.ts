@@ -6,7 +6,7 @@ import { registerWebhookRoutes } from './routes'
 import { startWorkers } from './worker'
 
 /**
- * The webhooks service (design.md): `/2/webhooks*` and Account Activity
+ * The webhooks service (docs/architecture.md): `/2/webhooks*` and Account Activity
  * subscriptions; consumes `activity.deliveries` (and, for Account Activity,
  * `activity.events`); produces `webhook.dead-letter`; keeps webhook configs,
  * CRC state, the retry schedule and the delivery log in `webhooks:`.

@@ -2,7 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto'
 
 /**
  * The two HMAC-SHA256 values of the webhook protocol, both keyed by the
- * app's consumer secret and written `sha256=<base64>` (platform-facts §3, §4):
+ * app's consumer secret and written `sha256=<base64>` (docs/webhooks.md, §4):
  * the CRC `response_token` over the `crc_token`, and the
  * `x-twitter-webhooks-signature` header over the raw request body.
  *

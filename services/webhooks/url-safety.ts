@@ -4,7 +4,7 @@ import { buildConnector } from 'undici'
 
 /**
  * Webhook URLs point the service at hosts chosen by its clients, so every
- * request it makes is a potential SSRF. The rules (platform-facts §2):
+ * request it makes is a potential SSRF. The rules (docs/webhooks.md):
  * https only, no explicit port, and a host whose every address is public.
  *
  * The address check runs twice: at registration (a clear error for the

@@ -102,7 +102,7 @@ t.test('matchEvent applies type, user, keyword and direction, once per subscript
   t.same(out.map((d) => d.subscription_id), ['1', '2', '4', '8'])
   const tagged = out.find((d) => d.subscription_id === '8')
   t.equal(tagged?.webhook_id, '77')
-  t.same(Object.keys(tagged?.envelope.data ?? {}), ['event_uuid', 'filter', 'event_type', 'tag', 'payload', 'includes'], 'envelope field order of platform-facts §5')
+  t.same(Object.keys(tagged?.envelope.data ?? {}), ['event_uuid', 'filter', 'event_type', 'tag', 'payload', 'includes'], 'envelope field order of docs/architecture.md')
   t.notOk('tag' in (out[0]?.envelope.data ?? {}), 'no tag when the subscription has none')
   t.equal(out[0]?.delivery_id, deliveryId(e.event_uuid, '1'))
   t.equal(deliveryId('1', '2'), deliveryId('1', '2'), 'delivery ids are stable for the same match')

@@ -6,7 +6,7 @@ import { adsFixture, OPERATOR_TOKEN } from './campaigns-fixtures'
 import { createAdsIdentity } from './helper'
 
 /**
- * The headers error answers carry (platform-facts §1, §7): every ads
+ * The headers error answers carry (docs/ads.md, §7): every ads
  * response, errors included, carries `x-current-api-version`; a request
  * whose caller is known (its credential checked out, even when the route
  * then refuses that credential) is counted and answered with

@@ -6,7 +6,7 @@ import { checkChain, collectChanges } from './change-fixtures'
 
 /**
  * Line items: create/list/read as the public platform shapes them, and
- * every rule of service-spec (bid strategy per objective, bid amounts,
+ * every rule of docs/ads.md (bid strategy per objective, bid amounts,
  * app store ids, PREROLL_VIEWS categories, frequency cap, duration,
  * budgets, PUBLISHER_NETWORK, pay_by, entity_status, delete twice),
  * each refused with its code and parameter.

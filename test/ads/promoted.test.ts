@@ -7,7 +7,7 @@ import { createAdsIdentity } from './helper'
  * Promoted posts (`promoted_tweets`) over HTTP against the embedded
  * runtime: posts made with POST accounts/:id/tweet promoted by line items,
  * every validation rule, the list parameters, delete, ownership, the
- * no-cascade rule of a line item delete (service-spec States and
+ * no-cascade rule of a line item delete (docs/ads.md States and
  * transitions) and the PROMOTED_TWEET entries of account history.
  */
 

@@ -7,7 +7,7 @@ import { ClassicError } from '../../services/common/errors'
 import { createIdentity } from '../helper'
 import { BACKENDS, classic, FORM, oauthHeader, oauthParams, send, startBackend } from '../gateway/oauth-support'
 
-// The public platform's "creating a signature" example (platform-facts §6), with host api.x.com.
+// The public platform's "creating a signature" example (docs/conformance.md), with host api.x.com.
 const EXAMPLE = {
   consumerSecret: 'kAcSOqF21Fu85e7zjz7ZN2U4ZRhfV3WpwPAoE3Z7kBw',
   tokenSecret: 'LswwdoUaIvS8ltyTt5jkRh4J50vUPVVHtR2YPi5kE',

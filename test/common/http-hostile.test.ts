@@ -10,7 +10,7 @@ import { startTestRuntime } from '../helper'
 import { type Answer, converse, get, post } from './support/raw-http'
 
 /**
- * The HTTP layer under hostile input over raw sockets (issue 16): a client
+ * The HTTP layer under hostile input over raw sockets: a client
  * error on a keep-alive connection is answered only after every earlier
  * request on it, in the shape of the request it belongs to; error bodies stay
  * small whatever the input; and the memory a hostile burst takes comes back.

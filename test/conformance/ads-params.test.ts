@@ -3,7 +3,7 @@ import { adsFixture, createCampaign, createLineItem, expectError } from '../ads/
 import { libraryMedia, png } from '../ads/media-fixtures'
 
 /**
- * Parameters as real ads clients spell them (issue 15): booleans in any case
+ * Parameters as real ads clients spell them: booleans in any case
  * and as 1/0, and whole-object updates (every loaded property sent back by
  * an SDK's save()) where repeating a stored value is no change and a real
  * change to a read-only field is a clear error.

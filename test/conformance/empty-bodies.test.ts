@@ -7,7 +7,7 @@ import { Recorder } from './support/recorder'
 
 /**
  * Official SDKs send `Content-Type: application/json` on every request, with
- * no body on the operations that take none (issue 15). An empty body (or `{}`)
+ * no body on the operations that take none. An empty body (or `{}`)
  * there must work like no body at all; on a route that needs a body it is
  * that route's own missing-body error, never a parser refusal.
  */

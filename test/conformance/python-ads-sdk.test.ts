@@ -174,7 +174,7 @@ t.test('Python ads SDK (replayed), creative.py: Tweet.create, PromotedTweet, Med
   t.equal(poll.get('card_type'), 'TEXT_POLLS')
   const loadedPoll = await PyResource.load(client, POLL_CARD, accountId, String(poll.get('id')))
   t.equal(loadedPoll.get('first_choice'), 'Northern', 'PollCard.load')
-  // Poll cards cannot be updated (service-spec): save() of a loaded poll is refused, as the platform refuses it.
+  // Poll cards cannot be updated (docs/ads.md): save() of a loaded poll is refused, as the platform refuses it.
   const pollUpdate = await rejection(loadedPoll.set('name', 'renamed').save())
   t.equal(pollUpdate.kind, 'Error', '405 is not in error.py ERRORS: the base Error')
   t.equal(pollUpdate.code, 405)
@@ -197,7 +197,7 @@ t.test('Python ads SDK (replayed), creative.py: Tweet.create, PromotedTweet, Med
   t.match(card.get('components'), [{ type: 'MEDIA' }, { destination: { url: 'https://example.com/newvalue' } }])
   const cards = await (await PyCursor.all(client, CARD, accountId)).toArray()
   t.same(cards.map((c) => c.get('name')), ['my card, edited'], 'Card.all(account)')
-  // Card.load reads data as one object; GET cards/:card_id answers a data array (service-spec), which the SDK cannot read.
+  // Card.load reads data as one object; GET cards/:card_id answers a data array (docs/ads.md), which the SDK cannot read.
   const load = await pyRaise(PyResource.load(client, CARD, accountId, String(card.get('id'))))
   t.equal(load.message, "AttributeError: 'list' object has no attribute 'get'", 'Card.load on the documented data array raises AttributeError (docs/conformance.md)')
 

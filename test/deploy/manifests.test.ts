@@ -25,7 +25,7 @@ import { DEPLOY } from './compose'
 const ROOT = path.resolve(__dirname, '..', '..')
 const SERVICES: ServiceDefinition[] = [gatewayService, webhooksService, activityService, streamService, accountHistoryService]
 
-/** Every operation of service-spec.md's Endpoints tables and the v2 paths of the OpenAPI subset. */
+/** Every operation of docs/architecture.md's tables of operations and the v2 paths of the OpenAPI subset. */
 const SPEC_OPERATIONS: Array<[string, string, 'api' | 'sandbox']> = [
   ['PUT', '/2/webhooks/:webhook_id', 'api'],
   ['POST', '/2/webhooks', 'api'],

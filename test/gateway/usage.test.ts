@@ -11,7 +11,7 @@ import { startReceiver, type Receiver } from '../webhooks/support'
 import { run as runApps } from '../../services/cli/apps'
 
 /**
- * Usage caps (issue 16): posts consumed counted through real deliveries
+ * Usage caps: posts consumed counted through real deliveries
  * (webhooks and streams), GET /2/usage/tweets reporting what was delivered,
  * caps set by the operator answering 429 usage-capped, and deliveries over a
  * cap held — not lost — until the cap is raised.

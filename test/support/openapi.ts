@@ -8,7 +8,7 @@ import addFormats from 'ajv-formats'
  * (schemas/platform/openapi-2.166-subset.json), compiled with ajv. The
  * document's `discriminator` is ignored (strict off) and its number formats are
  * declared. `patch` may adjust the component schemas first, for documented
- * deviations where service-spec.md wins over the OpenAPI description.
+ * deviations where docs/conformance.md wins over the OpenAPI description.
  */
 
 export const OPENAPI_FILE = path.resolve(__dirname, '..', '..', 'schemas', 'platform', 'openapi-2.166-subset.json')

@@ -7,7 +7,7 @@ import { setUpTenant, type Tenant } from './support/tenant'
 import { expectEveryEventAccountedFor } from './support/verify'
 
 /**
- * Fault tests (issue 9) of what the services depend on, one system (one
+ * Fault tests of what the services depend on, one system (one
  * process per service, Redis, a 3-broker Kafka cluster) through four
  * scenarios in a row, each under a steady stream of activity events and
  * ending with published = delivered + reported missing:

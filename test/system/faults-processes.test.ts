@@ -10,7 +10,7 @@ import { startUpSystem, type UpSystem } from './support/up-system'
 import { expectEveryEventAccountedFor } from './support/verify'
 
 /**
- * Fault test (issues 9 and 17): the system exactly as `make up` runs it
+ * Fault test: the system exactly as `make up` runs it
  * (dist/scripts/up.js: supervisord running every instance and nginx in
  * front, Redis, a 3-broker Kafka cluster), events and ads posts published
  * through nginx, and one instance of each service killed with SIGKILL in
@@ -37,7 +37,7 @@ import { expectEveryEventAccountedFor } from './support/verify'
 const BURST = Number(process.env.FAULT_BURST ?? 200)
 /**
  * Steady events/s beside the bursts, and how long everything may take to arrive once publishing
- * stopped. The suite runs 30/s; issue 14's figure (the kill -9 test at 2,000/s, nothing lost) is
+ * stopped. The suite runs 30/s; the figure at load (the kill -9 test at 2,000/s, nothing lost) is
  * measured by `make bench-faults` (FAULT_RATE=2000 and a settle long enough for the backlog to drain).
  */
 const RATE = Number(process.env.FAULT_RATE ?? 30)

@@ -10,7 +10,7 @@ import { createIdentity, startTestRuntime, type TestIdentity } from '../helper'
 import { redisStore, startRedis } from '../support/infra'
 
 /**
- * Hostile input across every route (issue 9): at least 10,000 generated
+ * Hostile input across every route: at least 10,000 generated
  * malformed requests — bad JSON, wrong types, huge bodies, JSON nested
  * thousands of levels deep, invalid UTF-8, header abuse, path traversal,
  * oversized query strings — most of them properly authenticated (each

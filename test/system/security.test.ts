@@ -135,7 +135,7 @@ async function checkRevokedBearer(t: Test, h: Harness, id: TestIdentity): Promis
   expectClassic(t, await bearerRequest('GET', `${h.rt.baseUrl}/2/webhooks`, bearer), 401, 89, 'a revoked bearer')
 }
 
-/** An ads account belongs to its user: another user's token reads and writes nothing of it (platform-facts §7). */
+/** An ads account belongs to its user: another user's token reads and writes nothing of it (docs/architecture.md). */
 async function checkOtherUsersAccount(t: Test, h: Harness, intruder: TestIdentity, intruderAccount: Account, victimAccount: Account): Promise<void> {
   const base = `${h.rt.baseUrl}/12/accounts`
   t.equal((await oauth1Request('GET', `${base}/${intruderAccount.id}`, intruder)).status, 200, 'a user reads their own account')

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto'
 import t from 'tap'
 import { crcResponseToken, newStandardSecret, standardHeaders, standardSignature, webhookSignature } from '../../services/webhooks/signature'
 
-t.test('the signature vectors of platform-facts §4', async (t) => {
+t.test('the signature vectors of docs/webhooks.md', async (t) => {
   t.equal(webhookSignature('test', 'test=1&other_test=2'), 'sha256=25Cu3iwbbiqBTwQRzcKJZwisjf736V2Q8UaTlkfLSoc=')
   t.equal(webhookSignature('test', '{"test_number":1,"test_string":"two"}'), 'sha256=YWHphPn/JFq43jkF0y4/w8R/SelmLjvpunhVFY8JhlI=')
   t.equal(webhookSignature('test', Buffer.from('{"test_number":1,"test_string":"two"}')), 'sha256=YWHphPn/JFq43jkF0y4/w8R/SelmLjvpunhVFY8JhlI=', 'bytes and text agree')

@@ -15,7 +15,7 @@ import { sleep } from '../support/util'
 
 /**
  * Test support of the webhooks tests: a real receiver on loopback (node:http)
- * that answers CRC checks the way platform-facts §3 describes (or breaks the
+ * that answers CRC checks the way docs/webhooks.md describes (or breaks the
  * rules on purpose) and verifies the signature of every POST with its own
  * HMAC code; OpenAPI validation; publishing deliveries and events.
  */

@@ -6,7 +6,7 @@ import { ADS_API_VERSION } from './version'
 
 /**
  * Conventions of every operation of the advertising interface
- * (service-spec "Conventions of the advertising interface", platform-facts §7),
+ * (docs/ads.md "Conventions of the advertising interface", docs/ads.md),
  * shared by the services that serve ads routes (the gateway and account
  * history): authentication, who made a change, and the response envelope
  * `{request:{params}, data, data_type, next_cursor?, total_count?}`.
@@ -16,7 +16,7 @@ import { ADS_API_VERSION } from './version'
 
 export { ADS_API_VERSION } from './version'
 
-/** Every ads call is OAuth 1.0a user context (platform-facts §7). */
+/** Every ads call is OAuth 1.0a user context (docs/ads.md). */
 export const ADS_AUTH: AuthRequirement = { schemes: ['oauth1-user'] }
 
 export interface Actor {

@@ -2,7 +2,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 
 /**
  * OAuth 1.0a signatures per RFC 5849 §3.4 (HMAC-SHA1), as the public
- * platform computes them (platform-facts §6).
+ * platform computes them (docs/conformance.md).
  */
 
 /** RFC 3986 percent-encoding: only A-Z a-z 0-9 - . _ ~ stay, hex is uppercase, space is %20. */

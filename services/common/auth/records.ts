@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 
 /**
- * The authentication keyspace shared by every service (design.md: "a
+ * The authentication keyspace shared by every service (docs/architecture.md: "a
  * documented shared key (tokens, for authentication)"). The gateway service
  * writes these; every service reads them to authenticate requests.
  *
@@ -34,7 +34,7 @@ export interface App {
   /** "Sign in with" enabled: /oauth/authenticate skips re-approval. */
   sign_in_with: boolean
   created_at: string
-  /** OAuth 2.0 client (issue 10): client id, optional secret, redirect URIs. */
+  /** OAuth 2.0 client: client id, optional secret, redirect URIs. */
   oauth2?: { client_id: string; client_secret?: string; redirect_uris: string[]; confidential: boolean }
 }
 

@@ -6,7 +6,7 @@ import type { EventsActivityDeliveries } from '../generated/schema-types'
  * webhooks services (key: `app_id:user_id`, see deliveryKey in services/activity/matcher.ts;
  * schemas/events/activity.deliveries.json).
  * Its envelope is what the stream and the webhook send, byte for byte
- * (JSON.stringify of `envelope`), with the field order of platform-facts §5.
+ * (JSON.stringify of `envelope`), with the field order of docs/architecture.md.
  */
 
 /** A message of `activity.deliveries` (types generated from schemas/events/activity.deliveries.json). */

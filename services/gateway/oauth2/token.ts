@@ -143,7 +143,7 @@ async function revoke(ctx: ServiceContext, request: FastifyRequest, reply: Fasti
 export async function registerTokenRoutes(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
   await app.register(async (scope) => {
     installOAuth2ErrorHandler(scope)
-    // "OAuth operations: rate limited" (service-spec Limits): per client address, RATE_LIMIT_DEFAULT unless RATE_LIMITS says otherwise.
+    // "OAuth operations: rate limited" (docs/conformance.md Limits): per client address, RATE_LIMIT_DEFAULT unless RATE_LIMITS says otherwise.
     const config = { rateLimit: { family: 'oauth2-token' } }
     scope.post('/2/oauth2/token', { config }, (request, reply) => token(ctx, request, reply))
     scope.post('/2/oauth2/revoke', { config }, (request, reply) => revoke(ctx, request, reply))

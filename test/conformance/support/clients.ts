@@ -10,7 +10,7 @@ export function clientVersion(name: string): string {
 }
 
 /**
- * The per-client call count of issue 15's closing note: every request the
+ * The per-client call count (docs/conformance.md "Calls per client"): every request the
  * client made on the wire (the recorder saw it), printed as a TAP comment.
  */
 export function reportCalls(t: Test, client: string, version: string, recorder: Recorder): number {

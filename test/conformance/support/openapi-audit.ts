@@ -6,7 +6,7 @@ import { OPENAPI_PAYLOADS } from '../../activity/support'
 import type { Exchange } from './recorder'
 
 /**
- * The audit of issue 15: every `/2/` response body a client receives is
+ * The response audit: every `/2/` response body a client receives is
  * checked against the operation of the public OpenAPI document
  * (schemas/platform/openapi-2.166-subset.json, a copy of
  * shared/spec/openapi-2.166-subset.json) it answers: the operation's 200
@@ -30,7 +30,7 @@ function wrappedInData(name: string): (schemas: ComponentSchemas) => void {
 export const DEVIATIONS: Array<{ schema: string; why: string; patch: (schemas: ComponentSchemas) => void }> = [
   {
     schema: 'Error',
-    why: 'platform-facts §1: an application/json failure is {"errors":[{"code","message"}]}, the OpenAPI default names the bare Error',
+    why: 'docs/conformance.md: an application/json failure is {"errors":[{"code","message"}]}, the OpenAPI default names the bare Error',
     patch: (schemas) => {
       const error = schemas.Error as Record<string, unknown>
       schemas.Error = {
@@ -45,12 +45,12 @@ export const DEVIATIONS: Array<{ schema: string; why: string; patch: (schemas: C
   },
   {
     schema: 'WebhookConfigCreateResponse',
-    why: 'platform-facts §2: POST /2/webhooks answers {"data":{id,url,valid,created_at}}; the OpenAPI 200 schema is the bare object',
+    why: 'docs/conformance.md: POST /2/webhooks answers {"data":{id,url,valid,created_at}}; the OpenAPI 200 schema is the bare object',
     patch: wrappedInData('WebhookConfigCreateResponse')
   },
   {
     schema: 'Get2WebhooksResponse',
-    why: 'platform-facts §2: an application without webhooks lists "data":[]; the OpenAPI data array has minItems 1',
+    why: 'docs/conformance.md: an application without webhooks lists "data":[]; the OpenAPI data array has minItems 1',
     patch: (schemas) => {
       const list = schemas.Get2WebhooksResponse as { properties: { data: { minItems?: number } } }
       delete list.properties.data.minItems
@@ -58,7 +58,7 @@ export const DEVIATIONS: Array<{ schema: string; why: string; patch: (schemas: C
   },
   {
     schema: 'ReplayJobCreateResponse',
-    why: 'platform-facts §2: POST /2/webhooks/replay answers {"data":{job_id,created_at}}; the OpenAPI 200 schema is the bare object',
+    why: 'docs/conformance.md: POST /2/webhooks/replay answers {"data":{job_id,created_at}}; the OpenAPI 200 schema is the bare object',
     patch: wrappedInData('ReplayJobCreateResponse')
   },
   {

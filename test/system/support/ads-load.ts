@@ -8,7 +8,7 @@ import { Refused, retryOrRefuse, RetryingSender } from './retrying'
 import type { Tenant } from './tenant'
 
 /**
- * Load through the gateway (issue 9: a gateway kill must matter on the
+ * Load through the gateway (a gateway kill must matter on the
  * event path): an advertiser posting organic posts through the ads interface
  * (`POST /12/accounts/:id/tweet`, nullcast=false, signed OAuth 1.0a user
  * context). The gateway stores each post, publishes its entity change on

@@ -5,7 +5,7 @@ import type { Test } from 'tap'
 
 /**
  * The customer's webhook endpoint: a node:http server on loopback that
- * answers CRC checks as platform-facts §3 describes, verifies the signature
+ * answers CRC checks as docs/architecture.md describes, verifies the signature
  * of every POST with its own HMAC code (§4), and counts deliveries by
  * `event_uuid`: activity-subscription envelopes (`data.event_uuid`) and
  * Account Activity messages (top-level `event_uuid`) separately. A repeat of

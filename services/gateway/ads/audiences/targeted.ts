@@ -15,7 +15,7 @@ import { requireAudience } from './audiences'
  * the campaigns and line items of the account that target an audience.
  *
  * Campaigns, line items and targeting criteria belong to campaign management;
- * this module learns about them the way design.md intends services to share
+ * this module learns about them the way docs/architecture.md intends services to share
  * data, from `ads.entity-changes` (group `gateway-audience-targeting`), and
  * keeps a small index of its own:
  *

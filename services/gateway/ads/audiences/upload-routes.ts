@@ -18,7 +18,7 @@ import { checkBatchShape, type UploadPlan, type UploadRules, validateUpload } fr
  */
 
 /**
- * Both upload endpoints: 1500 requests per 1-minute window (service-spec
+ * Both upload endpoints: 1500 requests per 1-minute window (docs/ads.md
  * Limits), counted per user by the shared limiter (services/common/ratelimit.ts;
  * operators override through RATE_LIMITS).
  */

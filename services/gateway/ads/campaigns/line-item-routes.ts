@@ -13,7 +13,7 @@ import { isValidPlacement, placementCombinations, placementNames, PRODUCT_TYPES,
 
 /**
  * Line item operations: create, list and read as the public platform
- * shapes them; PUT and DELETE with the rules of service-spec (see
+ * shapes them; PUT and DELETE with the rules of docs/ads.md (see
  * line-items.ts); and the placement combinations per product type.
  */
 

@@ -8,7 +8,7 @@ export function filterByIds<T extends { id: string }>(items: T[], ids: string[] 
   return paginate(wanted === undefined ? items : items.filter((i) => wanted.has(i.id)), opts)
 }
 
-/** `q`: case-insensitive prefix match on `name` (platform-facts §7). */
+/** `q`: case-insensitive prefix match on `name` (docs/ads.md). */
 export function matchesNamePrefix(name: string | null | undefined, q: string | undefined): boolean {
   if (q === undefined) return true
   return (name ?? '').toLowerCase().startsWith(q.toLowerCase())

@@ -11,7 +11,7 @@ import { catalogOfRequest, decodeProductCursor, encodeProductCursor, params, PRO
 import { catalogChange, CatalogKeys, productSetPage, productsByKeys, publicProductSet, requireProductSet, type StoredProductSet } from './store'
 
 /**
- * Product sets of a catalog (service-spec "Catalog management"): MANUAL
+ * Product sets of a catalog (docs/ads.md "Catalog management"): MANUAL
  * sets (a list of product keys) and FILTERED ones (filters the evaluator
  * applies, ./evaluator). A MANUAL set's name, description and product keys
  * can be updated; a FILTERED set cannot be updated at all (the spec: its
@@ -114,7 +114,7 @@ export async function registerProductSetRoutes(app: FastifyInstance, ctx: Servic
     const catalog = await catalogOfRequest(ctx, request)
     const setId = params(request).product_set_id ?? ''
     const existing = await requireProductSet(ctx, catalog.id, setId)
-    // "Updating FILTERED product sets is not supported" (service-spec, catalog management): no field of one changes.
+    // "Updating FILTERED product sets is not supported" (docs/ads.md, catalog management): no field of one changes.
     if (existing.type === 'FILTERED') {
       throw Ads.invalid('product_set_id', `Product set ${setId} is FILTERED, and updating FILTERED product sets is not supported; delete it and create a new one`)
     }

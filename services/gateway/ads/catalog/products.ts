@@ -1,7 +1,7 @@
 import { parseIsoTime } from '../conventions'
 
 /**
- * The Product table of service-spec "Catalog management": every field, its
+ * The Product table of docs/ads.md "Catalog management": every field, its
  * type and its rule. `validateProduct` turns one item of a batch PUT into a
  * normalized record or a list of item errors (the batch answers per item,
  * never with a request-level 400 for a bad product). Image rules that need

@@ -180,7 +180,7 @@ export function registerCardRoutes(app: FastifyInstance, ctx: ServiceContext, re
     const layout = await readLayout(repos, account.id, body, false)
     if (layout) Object.assign(patch, layoutFields(layout))
     const card = await repos.cards.update(account.id, request.params.card_id, patch, actorOf(request), { notFoundCode: 'CARD_NOT_FOUND' })
-    // The card itself, as POST answers (service-spec: PUT returns Card; only the GET of one card wraps it in a
+    // The card itself, as POST answers (docs/ads.md: PUT returns Card; only the GET of one card wraps it in a
     // data array). SDKs read a save() answer as one object: the Python SDK's Card.save() does data.get(...).
     return sendData(request, reply, renderCard(card), 'card')
   })

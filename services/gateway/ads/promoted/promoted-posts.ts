@@ -11,7 +11,7 @@ import { type AdsEntity, EntityRepo } from '../entities'
  * account associated with a line item. Entity type PROMOTED_TWEET for
  * account history.
  *
- * Deleting a line item does not delete its promoted posts (service-spec
+ * Deleting a line item does not delete its promoted posts (docs/ads.md
  * States and transitions): they keep `deleted: false` and the reads return
  * them only with `with_deleted=true` (visibleWith below).
  *
