@@ -493,7 +493,7 @@ export interface EventsWebhookDeadLetter {
   body: string
 }
 /**
- * Request shapes of the activity service (docs/architecture.md). event_type is checked by the route against the list of event kinds and the deprecated PascalCase aliases, and direction against the event kind, so their errors can name the accepted values.
+ * Request shapes of the activity service. event_type is checked by the route against the list of event kinds and the deprecated PascalCase aliases, and direction against the event kind, so their errors can name the accepted values.
  *
  * This interface was referenced by `SchemaTypesRoot`'s JSON-Schema
  * via the `definition` "HttpActivitySubscriptions".
