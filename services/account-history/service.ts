@@ -1,7 +1,7 @@
 import type { ServiceDefinition } from '../common/service'
 import { registerHistoryConsoleRoutes } from './console-routes'
 import { registerHistoryRoutes } from './routes'
-import { startHistoryWorker } from './worker'
+import { startHistoryConsumer } from './history-consumer'
 
 /**
  * The account-history service (docs/architecture.md): consumes `ads.entity-changes`
@@ -18,5 +18,5 @@ export const accountHistoryService: ServiceDefinition = {
   sandboxRoutes: async (app, ctx) => {
     await registerHistoryRoutes(app, ctx)
   },
-  start: async (ctx) => [await startHistoryWorker(ctx)]
+  start: async (ctx) => [await startHistoryConsumer(ctx)]
 }

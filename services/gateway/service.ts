@@ -6,7 +6,7 @@ import { registerSandboxRoutes } from './ads/campaigns/sandbox'
 import { registerOAuthRoutes } from './oauth/routes'
 import { registerOAuth2UserRoutes } from './oauth2/routes'
 import { registerMediaRoutes } from './media/routes'
-import { startAudienceWorkers } from './ads/audiences/worker'
+import { startAudienceBackgroundWork } from './ads/audiences/background-work'
 import { startOutboxRelay } from './outbox'
 import { registerUsageRoutes } from './usage'
 
@@ -34,5 +34,5 @@ export const gatewayService: ServiceDefinition = {
     await registerSandboxRoutes(app, ctx)
     await registerAdsRoutes(app, ctx)
   },
-  start: async (ctx) => [...(await startAudienceWorkers(ctx)), startOutboxRelay(ctx)]
+  start: async (ctx) => [...(await startAudienceBackgroundWork(ctx)), startOutboxRelay(ctx)]
 }

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { Problems } from '../common/errors'
 import { operatorGuard, resolveOperatorToken } from '../common/operator'
-import type { WebhooksCore } from './core'
+import type { WebhooksParts } from './parts'
 import { DELIVERY_STATUSES, type DeliveryRecord, type DeliveryStatus } from './delivery-log'
 import { bodyValidationProblem, failure, webhookIdParam, webhookNotFound } from './problems'
 import { type Webhook, withoutSecrets } from './registry'
@@ -40,7 +40,7 @@ function limitParam(raw: unknown): number {
   return n
 }
 
-export async function registerAdminRoutes(app: FastifyInstance, core: WebhooksCore): Promise<void> {
+export async function registerAdminRoutes(app: FastifyInstance, core: WebhooksParts): Promise<void> {
   const { ctx } = core
   const guard = operatorGuard(resolveOperatorToken(ctx.config, ctx.serviceName !== 'webhooks'))
 

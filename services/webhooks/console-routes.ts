@@ -4,7 +4,7 @@ import { consoleGuard, consoleSessions } from '../common/console/session'
 import { registerConsoleErrorPages } from '../common/console/error-pages'
 import { ConsoleViews, sendHtml } from '../common/console/views'
 import { appParams, consoleApp, type ConsoleDeps, consoleWebhook, withMessage } from './console-access'
-import type { WebhooksCore } from './core'
+import type { WebhooksParts } from './parts'
 import { registerConsoleDeliveryRoutes } from './console-deliveries'
 import { registerConsoleLiveRoutes } from './console-live'
 import { registerConsoleOpsRoutes } from './console-ops'
@@ -25,7 +25,7 @@ import { NotSigningError, type SigningChange, signingView, StandardSigning } fro
  * that the session may see that app (a developer: only the portal link's).
  */
 
-export async function registerConsoleRoutes(app: FastifyInstance, core: WebhooksCore): Promise<void> {
+export async function registerConsoleRoutes(app: FastifyInstance, core: WebhooksParts): Promise<void> {
   const sessions = consoleSessions(core.ctx.store, core.ctx.config)
   const deps: ConsoleDeps = {
     core,

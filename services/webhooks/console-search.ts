@@ -1,7 +1,7 @@
 import { Problems } from '../common/errors'
 import { recordEventType } from './delivery'
 import { DISPLAY_STATUSES, type DisplayStatus, statusMatches } from './console-status'
-import type { WebhooksCore } from './core'
+import type { WebhooksParts } from './parts'
 import type { DeliveryRecord } from './delivery-log'
 import type { Webhook } from './registry'
 
@@ -90,7 +90,7 @@ export interface SearchResult {
   q: ListQuery
 }
 
-export async function searchDeliveries(core: WebhooksCore, webhooks: Webhook[], q: ListQuery): Promise<SearchResult> {
+export async function searchDeliveries(core: WebhooksParts, webhooks: Webhook[], q: ListQuery): Promise<SearchResult> {
   const status = statusFilter(q.status)
   const code = codeFilter(q.code)
   const since = formTime('since', q.since)

@@ -1,4 +1,4 @@
-import type { WebhooksCore } from './core'
+import type { WebhooksParts } from './parts'
 import type { DeliveryRecord } from './delivery-log'
 import type { Webhook } from './registry'
 
@@ -53,7 +53,7 @@ export interface WebhookHealth {
 const HEALTH_SCAN = 500
 
 /** The webhook's health line, from its newest deliveries in the log. */
-export async function webhookHealth(core: WebhooksCore, w: Webhook, now = Date.now()): Promise<WebhookHealth> {
+export async function webhookHealth(core: WebhooksParts, w: Webhook, now = Date.now()): Promise<WebhookHealth> {
   const recent = await core.deliveryLog.list(w.id, { limit: HEALTH_SCAN, newestFirst: true })
   const hour = recent.filter((r) => r.event_time >= now - 3_600_000 && r.attempts + (r.attempts_before_resend ?? 0) > 0)
   const bad = hour.filter((r) => statusMatches(r, 'failed')).length

@@ -4,7 +4,7 @@ import { Problems } from '../common/errors'
 import { newNumericId } from '../common/ids'
 import { LockBusyError } from './app-lock'
 import type { CrcCheck } from './crc'
-import type { WebhooksCore } from './core'
+import type { WebhooksParts } from './parts'
 import { failure, type Reason } from './problems'
 import { normalizeUrl, type Webhook } from './registry'
 import { newStandardSecret } from './signature'
@@ -30,7 +30,7 @@ export async function lockedOrBusy<T>(step: () => Promise<T>): Promise<T> {
 }
 
 /** A URL the app may register: safe, and not already one of its webhooks' (`except`: the webhook being re-pointed). */
-async function acceptableUrl(core: WebhooksCore, app: App, url: string, except?: string): Promise<string> {
+async function acceptableUrl(core: WebhooksParts, app: App, url: string, except?: string): Promise<string> {
   const reject = (reason: Reason, text: string) => failure(reason, 'url', url, text)
   let parsed: URL
   try {
@@ -56,7 +56,7 @@ export interface RegisterOptions {
   standardWebhooks?: boolean
 }
 
-export async function registerWebhook(core: WebhooksCore, app: App, url: string, log: Logger, options: RegisterOptions = {}): Promise<Registered> {
+export async function registerWebhook(core: WebhooksParts, app: App, url: string, log: Logger, options: RegisterOptions = {}): Promise<Registered> {
   const { config } = core.ctx
   const reject = (reason: Reason, text: string) => failure(reason, 'url', url, text)
   const urlKey = await acceptableUrl(core, app, url)
@@ -92,7 +92,7 @@ export async function registerWebhook(core: WebhooksCore, app: App, url: string,
  * new URL's CRC must pass, then the webhook is valid at its new address
  * (a 410 disable is lifted with it: that was the old receiver's answer).
  */
-export async function changeWebhookUrl(core: WebhooksCore, app: App, webhook: Webhook, url: string, log: Logger): Promise<Registered> {
+export async function changeWebhookUrl(core: WebhooksParts, app: App, webhook: Webhook, url: string, log: Logger): Promise<Registered> {
   const urlKey = await acceptableUrl(core, app, url, webhook.id)
   if (urlKey === webhook.url_key) return { webhook, crc: { result: 'pass', ms: 0 } }
   if ((await core.registry.reserveUrl(app.id, urlKey, webhook.id)) !== undefined) {
@@ -118,7 +118,7 @@ export async function changeWebhookUrl(core: WebhooksCore, app: App, webhook: We
   return { webhook: changed, crc }
 }
 
-export async function deleteWebhook(core: WebhooksCore, webhook: Webhook, log: Logger): Promise<void> {
+export async function deleteWebhook(core: WebhooksParts, webhook: Webhook, log: Logger): Promise<void> {
   await core.registry.remove(webhook)
   await core.client.forget(webhook.id)
   log.info({ webhook_id: webhook.id }, 'webhook deleted')

@@ -90,7 +90,7 @@ export function checkWindow(fromMs: number, toMs: number, now = Date.now()): str
 export interface ReplayDeps {
   store: Store
   registry: WebhookRegistry
-  log: DeliveryLog
+  deliveryLog: DeliveryLog
   engine: DeliveryEngine
   metrics: WebhookMetrics
   logger: Logger
@@ -186,7 +186,7 @@ export class ReplayRunner {
     let failed = 0
     let total = 0
     try {
-      const records = (await this.deps.log.window(job.webhook_id, job.from_ms, job.to_ms)).filter(wasDeliveredOrAttempted)
+      const records = (await this.deps.deliveryLog.window(job.webhook_id, job.from_ms, job.to_ms)).filter(wasDeliveredOrAttempted)
       total = records.length
       await this.progress(job, { total, delivered, failed })
       let next = 0

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AuthContext } from '../common/auth/authenticate'
 import { type ProblemError, Problems } from '../common/errors'
-import type { WebhooksCore } from './core'
+import type { WebhooksParts } from './parts'
 import { bodyValidationProblem, failure, userIdParam, webhookIdParam } from './problems'
 import { publicView, type Webhook } from './registry'
 import { deleteWebhook, lockedOrBusy, registerWebhook } from './registration'
@@ -51,7 +51,7 @@ function userOf(request: FastifyRequest): string {
   return auth.userId
 }
 
-async function ownedWebhook(core: WebhooksCore, request: FastifyRequest, parameter = 'webhook_id'): Promise<Webhook> {
+async function ownedWebhook(core: WebhooksParts, request: FastifyRequest, parameter = 'webhook_id'): Promise<Webhook> {
   const raw = (request.params as Record<string, unknown>)[parameter] ?? (request.body as Record<string, unknown> | undefined)?.[parameter]
   const id = webhookIdParam(raw, parameter)
   const webhook = await core.registry.getOwned(id, appOf(request).app.id)
@@ -86,7 +86,7 @@ function requestedFields(raw: unknown): ReadonlyArray<(typeof CONFIG_FIELDS)[num
   return CONFIG_FIELDS.filter((f) => fields.includes(f))
 }
 
-export async function registerWebhookRoutes(app: FastifyInstance, core: WebhooksCore): Promise<void> {
+export async function registerWebhookRoutes(app: FastifyInstance, core: WebhooksParts): Promise<void> {
   const signing = new StandardSigning(core.ctx.store, core.registry)
 
   // ---------------------------------------------------------------- /2/webhooks

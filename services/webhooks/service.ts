@@ -1,9 +1,9 @@
 import type { ServiceDefinition } from '../common/service'
 import { registerAdminRoutes } from './admin'
 import { registerConsoleRoutes } from './console-routes'
-import { coreFor } from './core'
+import { partsFor } from './parts'
 import { registerWebhookRoutes } from './routes'
-import { startWorkers } from './worker'
+import { startBackgroundWork } from './background-work'
 
 /**
  * The webhooks service (docs/architecture.md): `/2/webhooks*` and Account Activity
@@ -14,10 +14,10 @@ import { startWorkers } from './worker'
 export const webhooksService: ServiceDefinition = {
   name: 'webhooks',
   routes: async (app, ctx) => {
-    const core = coreFor(ctx)
+    const core = partsFor(ctx)
     await registerWebhookRoutes(app, core)
     await registerAdminRoutes(app, core)
     await registerConsoleRoutes(app, core)
   },
-  start: async (ctx) => startWorkers(coreFor(ctx))
+  start: async (ctx) => startBackgroundWork(partsFor(ctx))
 }

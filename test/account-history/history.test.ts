@@ -5,7 +5,7 @@ import { TOPICS } from '../../services/common/bus/types'
 import { createLogger } from '../../services/common/logger'
 import { MemoryStore } from '../../services/common/store/memory'
 import { grantAccountAccess } from '../../services/gateway/ads/accounts'
-import { HISTORY_GROUP } from '../../services/account-history/worker'
+import { HISTORY_GROUP } from '../../services/account-history/history-consumer'
 import { createIdentity, eventually, oauth1Request, startTestRuntime, tempDir } from '../helper'
 import { adsError } from '../ads/campaigns-fixtures'
 import {

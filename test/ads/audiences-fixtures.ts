@@ -3,7 +3,7 @@ import type { Test } from 'tap'
 import { TOPICS, type BusMessage } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
 import type { ServiceDefinition } from '../../services/common/service'
-import { startAudienceWorkers } from '../../services/gateway/ads/audiences/worker'
+import { startAudienceBackgroundWork } from '../../services/gateway/ads/audiences/background-work'
 import { EVALUATOR_NAME } from '../../services/gateway/ads/catalog/evaluator'
 import type { EntityChange } from '../../services/gateway/ads/entities'
 import { gatewayService } from '../../services/gateway/service'
@@ -19,7 +19,7 @@ export const gatewayWithWorkers: ServiceDefinition = {
   ...gatewayService,
   start: async (ctx) => {
     const base = (await gatewayService.start?.(ctx)) ?? []
-    return base.some((w) => w.name === EVALUATOR_NAME) ? base : [...base, ...(await startAudienceWorkers(ctx))]
+    return base.some((w) => w.name === EVALUATOR_NAME) ? base : [...base, ...(await startAudienceBackgroundWork(ctx))]
   }
 }
 

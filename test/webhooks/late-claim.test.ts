@@ -2,7 +2,7 @@ import { dueAt } from '../../services/webhooks/delivery/schedule'
 import t from 'tap'
 import type { App } from '../../services/common/auth/records'
 import { AuthKeys } from '../../services/common/auth/records'
-import { coreFor } from '../../services/webhooks/core'
+import { partsFor } from '../../services/webhooks/parts'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import type { Prepared } from '../../services/webhooks/delivery/engine'
 import { WebhookKeys } from '../../services/webhooks/keys'
@@ -22,7 +22,7 @@ import { eventually, registerWebhook, startWebhooks } from './support'
 t.test('a claimed attempt queued past its lease goes back on the schedule at once and is delivered', async (t) => {
   const rt = await startWebhooks(t)
   const { id, receiver, webhookId } = await registerWebhook(t, rt)
-  const core = coreFor(rt.ctx)
+  const core = partsFor(rt.ctx)
   const engine = core.engine as unknown as { nodeId: string; leaseMs: number; preparedAttempt(webhookId: string, p: Prepared): Promise<void> }
   const webhook = await core.registry.get(webhookId)
   const app = await rt.ctx.store.getJson<App>(AuthKeys.app(id.app.id))

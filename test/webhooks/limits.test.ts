@@ -3,7 +3,7 @@ import { createLogger } from '../../services/common/logger'
 import type { Runtime } from '../../services/common/runtime'
 import { RedisStore } from '../../services/common/store/redis'
 import { LockBusyError, withLock } from '../../services/webhooks/app-lock'
-import { coreFor } from '../../services/webhooks/core'
+import { partsFor } from '../../services/webhooks/parts'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { bearerRequest, createIdentity } from '../helper'
 import { startRedis } from '../support/infra'
@@ -64,9 +64,9 @@ t.test('concurrent creates on two processes never exceed WEBHOOK_LIMIT_PER_APP',
 t.test('concurrent subscribes on two processes never exceed WEBHOOK_SUBSCRIPTION_LIMIT', async (t) => {
   const [a, b] = await twoProcesses(t, { WEBHOOK_SUBSCRIPTION_LIMIT: '3' })
   const { webhookId } = await registerWebhook(t, a)
-  const webhook = await coreFor(a.ctx).registry.get(webhookId)
+  const webhook = await partsFor(a.ctx).registry.get(webhookId)
   if (!webhook) throw new Error('the webhook was not stored')
-  const processes = [coreFor(a.ctx).accountActivity, coreFor(b.ctx).accountActivity]
+  const processes = [partsFor(a.ctx).accountActivity, partsFor(b.ctx).accountActivity]
 
   // One user subscribing on both processes at once is subscribed once.
   const sameUser = await Promise.all(Array.from({ length: 6 }, (_, i) => (processes[i % 2] as (typeof processes)[number]).subscribe(webhook, '8000000')))
@@ -110,7 +110,7 @@ t.test('the app lock: one holder at a time, a busy lock gives up, a dead holder 
 t.test('a subscription is not added to a webhook deleted meanwhile', async (t) => {
   const rt = await startWebhooks(t)
   const { id, webhookId } = await registerWebhook(t, rt)
-  const core = coreFor(rt.ctx)
+  const core = partsFor(rt.ctx)
   const webhook = await core.registry.get(webhookId)
   if (!webhook) throw new Error('the webhook was not stored')
   t.equal((await bearerRequest('DELETE', `${rt.baseUrl}/2/webhooks/${webhookId}`, id.bearer)).status, 200)

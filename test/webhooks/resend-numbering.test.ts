@@ -24,7 +24,7 @@ t.test('attempts are numbered across re-sends', async (t) => {
   t.teardown(() => store.close())
   const log = new DeliveryLog(store, RETENTION)
   const attemptLog = new AttemptLog(store, RETENTION)
-  const deps = { store, log, nodeId: 'test', leaseMs: 30_000, retentionMs: RETENTION }
+  const deps = { store, deliveryLog: log, nodeId: 'test', leaseMs: 30_000, retentionMs: RETENTION }
   const now = Date.now()
   let record: DeliveryRecord = { delivery_id: 'd1', webhook_id: 'w1', app_id: 'a1', source: 'activity', body: '{"data":{"event_type":"post.create"}}', event_time: now, created_at: new Date(now).toISOString(), status: 'pending', attempts: 0, next_attempt_at: now }
   await store.batch([saveOp(record, RETENTION), { op: 'zadd', key: WebhookKeys.log('w1'), score: now, member: 'd1' }])

@@ -73,7 +73,7 @@ export interface EngineDeps {
   store: Store
   bus: Bus
   registry: WebhookRegistry
-  log: DeliveryLog
+  deliveryLog: DeliveryLog
   client: WebhookClient
   metrics: WebhookMetrics
   logger: Logger
@@ -388,7 +388,7 @@ export class DeliveryEngine {
   }
 
   private reschedulingDeps(): ReschedulingDeps {
-    return { store: this.deps.store, log: this.deps.log, nodeId: this.nodeId, leaseMs: this.leaseMs, retentionMs: this.options.retentionMs }
+    return { store: this.deps.store, deliveryLog: this.deps.deliveryLog, nodeId: this.nodeId, leaseMs: this.leaseMs, retentionMs: this.options.retentionMs }
   }
 
   /** Stops taking work; queued attempts are handed back to the schedule as due; waits for those in flight. */

@@ -12,7 +12,7 @@ import { dueAt } from './schedule'
 
 export interface ReschedulingDeps {
   store: Store
-  log: DeliveryLog
+  deliveryLog: DeliveryLog
   /** This process's claim value, and how long a claim holds. */
   nodeId: string
   leaseMs: number
@@ -32,13 +32,13 @@ export async function pullForward(deps: ReschedulingDeps, webhookId: string, del
   const { store } = deps
   const now = Date.now()
   let moved = 0
-  const listing = deliveryId !== undefined ? [await deps.log.get(deliveryId)].filter((r): r is DeliveryRecord => r?.webhook_id === webhookId && r.status === 'pending') : await deps.log.list(webhookId, { status: 'pending' })
+  const listing = deliveryId !== undefined ? [await deps.deliveryLog.get(deliveryId)].filter((r): r is DeliveryRecord => r?.webhook_id === webhookId && r.status === 'pending') : await deps.deliveryLog.list(webhookId, { status: 'pending' })
   for (const listed of listing) {
     if (listed.next_attempt_at <= now) continue
     const claim = WebhookKeys.claim(listed.delivery_id)
     if (!(await store.setIfAbsent(claim, deps.nodeId, deps.leaseMs))) continue
     try {
-      const record = await deps.log.get(listed.delivery_id)
+      const record = await deps.deliveryLog.get(listed.delivery_id)
       if (!record || record.status !== 'pending' || record.next_attempt_at <= now) continue
       record.next_attempt_at = now
       await store.batch([saveOp(record, deps.retentionMs), dueAt({ webhookId, deliveryId: record.delivery_id }, now)], KNOWN_KEYS)
@@ -57,8 +57,8 @@ export async function pullForward(deps: ReschedulingDeps, webhookId: string, del
 export async function resend(deps: ReschedulingDeps, webhookId: string, filter: { since: number; status?: DeliveryStatus; deliveryId?: string }): Promise<number> {
   const records =
     filter.deliveryId !== undefined
-      ? [await deps.log.get(filter.deliveryId)].filter((r): r is DeliveryRecord => r !== undefined && r.webhook_id === webhookId)
-      : await deps.log.list(webhookId, { since: filter.since, status: filter.status ?? 'failed' })
+      ? [await deps.deliveryLog.get(filter.deliveryId)].filter((r): r is DeliveryRecord => r !== undefined && r.webhook_id === webhookId)
+      : await deps.deliveryLog.list(webhookId, { since: filter.since, status: filter.status ?? 'failed' })
   const now = Date.now()
   const ops: StoreOp[] = []
   for (const r of records) {

@@ -17,7 +17,7 @@ import { CUSTOM_AUDIENCE_RULES, MAX_UPLOAD_BODY_BYTES } from './uploads'
 /**
  * The audiences part of the advertising interface: keyword insights, custom
  * audiences with their sharing permissions, targeted campaigns and user
- * uploads, and do-not-reach lists. Workers: audiences/worker.ts.
+ * uploads, and do-not-reach lists. Background work: audiences/background-work.ts.
  */
 
 const MAX_NAME = 255

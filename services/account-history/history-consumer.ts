@@ -16,7 +16,7 @@ import { entryFromMessage, recordEntry } from './history'
 
 export const HISTORY_GROUP = 'account-history'
 
-export async function startHistoryWorker(ctx: ServiceContext): Promise<Worker> {
+export async function startHistoryConsumer(ctx: ServiceContext): Promise<Worker> {
   const validate = ctx.schemas.validator(`events/${TOPICS.adsEntityChanges}`)
   const recorded = new Counter({ name: 'account_history_entries_recorded_total', help: 'Entity changes recorded by account history', labelNames: ['entity_type', 'change_type'] as const, registers: [ctx.metrics] })
   const malformed = new Counter({ name: 'account_history_malformed_total', help: 'Messages on ads.entity-changes that did not match the topic schema and were skipped', registers: [ctx.metrics] })

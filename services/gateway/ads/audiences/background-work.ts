@@ -11,7 +11,7 @@ import { startTargetingIndexer } from './targeted'
  *  - audience targeting index: consumes `ads.entity-changes` (group gateway-audience-targeting);
  *  - product set evaluator: timer over the store-backed evaluation queue.
  */
-export async function startAudienceWorkers(ctx: ServiceContext): Promise<Worker[]> {
+export async function startAudienceBackgroundWork(ctx: ServiceContext): Promise<Worker[]> {
   const workers: Worker[] = []
   try {
     workers.push(await startInsightsIngest(ctx))

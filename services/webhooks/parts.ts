@@ -17,7 +17,7 @@ import { usageMeter } from '../common/usage'
  * The parts of the webhooks service, built once per service context and
  * shared by its routes and its workers.
  */
-export interface WebhooksCore {
+export interface WebhooksParts {
   ctx: ServiceContext
   policy: UrlPolicy
   registry: WebhookRegistry
@@ -35,9 +35,9 @@ export interface WebhooksCore {
   close(): Promise<void>
 }
 
-const cores = new WeakMap<ServiceContext, WebhooksCore>()
+const cores = new WeakMap<ServiceContext, WebhooksParts>()
 
-export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>): WebhooksCore {
+export function partsFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>): WebhooksParts {
   const existing = cores.get(ctx)
   if (existing) return existing
   const { config, store, bus, log } = ctx
@@ -48,7 +48,7 @@ export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>
   const deliveryLog = new DeliveryLog(store, config.webhookLogRetentionMs)
   const attempts = new AttemptLog(store, config.webhookLogRetentionMs)
   const engine = new DeliveryEngine(
-    { store, bus, registry, log: deliveryLog, client, metrics, logger: log, attempts },
+    { store, bus, registry, deliveryLog, client, metrics, logger: log, attempts },
     { schedule: config.webhookRetrySchedule, concurrency: config.webhookConcurrency, retentionMs: config.webhookLogRetentionMs }
   )
   const crcHistory = new CrcHistory(store)
@@ -64,9 +64,9 @@ export function coreFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy>
   })
   const usage = new UsageGate(store, usageMeter(ctx), engine, metrics, log)
   const accountActivity = new AccountActivity(store, registry, usage, config.webhookSubscriptionLimit, log)
-  const replay = new ReplayRunner({ store, registry, log: deliveryLog, engine, attempts, metrics, logger: log, concurrency: Math.min(4, config.webhookConcurrency), usage: usageMeter(ctx) })
+  const replay = new ReplayRunner({ store, registry, deliveryLog, engine, attempts, metrics, logger: log, concurrency: Math.min(4, config.webhookConcurrency), usage: usageMeter(ctx) })
   let closing: Promise<void> | undefined
-  const core: WebhooksCore = {
+  const core: WebhooksParts = {
     ctx,
     policy,
     registry,

@@ -1,6 +1,6 @@
 import { TOPICS, type BusMessage, type Consumer } from '../common/bus/types'
 import type { Worker } from '../common/service'
-import type { WebhooksCore } from './core'
+import type { WebhooksParts } from './parts'
 import { type ConsumerDeps, FIRST_ATTEMPT_HANDOVER_MS, onDeliveries, onEvents } from './delivery'
 import { PollingWorker } from './polling'
 
@@ -19,7 +19,7 @@ const HOUSEKEEPING_MS = 60_000
 /** Deliveries made durable per store round trip. */
 const DELIVERY_BATCH = 500
 
-export async function startWorkers(core: WebhooksCore): Promise<Worker[]> {
+export async function startBackgroundWork(core: WebhooksParts): Promise<Worker[]> {
   const { ctx, engine, accountActivity, metrics } = core
   const log = ctx.log
 
