@@ -36,7 +36,10 @@ export interface ObserverData {
 }
 
 /** Asked by the parent. */
-export type ObserverRequest = { id: number; type: 'count'; phase: number } | { id: number; type: 'report'; phase: number; windowStart: number; windowEnd: number; deadline: number }
+export type ObserverRequest =
+  | { id: number; type: 'count'; phase: number }
+  | { id: number; type: 'report'; phase: number; windowStart: number; windowEnd: number; deadline: number }
+  | { id: number; type: 'samples'; phase: number }
 
 export interface PhaseCount {
   unique: number
@@ -60,7 +63,18 @@ export interface PhaseReport extends PhaseCount {
   ends: string[]
 }
 
-export type ObserverReply = { id: number; type: 'count'; count: PhaseCount } | { id: number; type: 'report'; report: PhaseReport } | { type: 'ready'; url?: string } | { type: 'failed'; message: string }
+/** Every first arrival of a phase: when its event was sent and when it arrived (epoch ms), in arrival order. */
+export interface PhaseSamples {
+  sentAt: Float64Array
+  arrivedAt: Float64Array
+}
+
+export type ObserverReply =
+  | { id: number; type: 'count'; count: PhaseCount }
+  | { id: number; type: 'report'; report: PhaseReport }
+  | { id: number; type: 'samples'; samples: PhaseSamples }
+  | { type: 'ready'; url?: string }
+  | { type: 'failed'; message: string }
 
 const now = (): number => performance.timeOrigin + performance.now()
 
@@ -238,14 +252,24 @@ function report(r: Extract<ObserverRequest, { type: 'report' }>): PhaseReport {
   return { ...count(r.phase), onTime: onTime.length, inWindow, p50: percentile(onTime, 50), p99: percentile(onTime, 99), max: onTime[onTime.length - 1] ?? Number.NaN, connections, ends: [...ends] }
 }
 
+function samples(n: number): PhaseSamples {
+  const p = phase(n)
+  const arrivedAt = Float64Array.from(p.arrivals)
+  const sentAt = arrivedAt.map((at, i) => at - (p.latencies[i] as number))
+  return { sentAt, arrivedAt }
+}
+
+function answer(m: ObserverRequest): ObserverReply {
+  if (m.type === 'count') return { id: m.id, type: 'count', count: count(m.phase) }
+  if (m.type === 'samples') return { id: m.id, type: 'samples', samples: samples(m.phase) }
+  return { id: m.id, type: 'report', report: report(m) }
+}
+
 async function main(): Promise<void> {
   const data = workerData as ObserverData
   const port = parentPort
   if (!port) throw new Error('observer.ts runs as a worker thread')
-  port.on('message', (m: ObserverRequest) => {
-    const reply: ObserverReply = m.type === 'count' ? { id: m.id, type: 'count', count: count(m.phase) } : { id: m.id, type: 'report', report: report(m) }
-    port.postMessage(reply)
-  })
+  port.on('message', (m: ObserverRequest) => port.postMessage(answer(m)))
   try {
     if (data.kind === 'webhook') {
       const url = await startReceiver(data.secret ?? '')

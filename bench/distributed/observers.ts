@@ -5,11 +5,12 @@
  */
 import path from 'node:path'
 import { Worker } from 'node:worker_threads'
-import type { ObserverData, ObserverReply, PhaseCount, PhaseReport } from './observer'
+import type { ObserverData, ObserverReply, ObserverRequest, PhaseCount, PhaseReport, PhaseSamples } from './observer'
 
-export type { PhaseCount, PhaseReport } from './observer'
+export type { PhaseCount, PhaseReport, PhaseSamples } from './observer'
 
 type Pending = (reply: ObserverReply) => void
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
 export class Observer {
   private nextId = 1
@@ -54,7 +55,7 @@ export class Observer {
     }
   }
 
-  private ask(request: { type: 'count'; phase: number } | { type: 'report'; phase: number; windowStart: number; windowEnd: number; deadline: number }): Promise<ObserverReply> {
+  private ask(request: DistributiveOmit<ObserverRequest, 'id'>): Promise<ObserverReply> {
     const id = this.nextId++
     return new Promise((resolve) => {
       this.pending.set(id, resolve)
@@ -72,6 +73,13 @@ export class Observer {
     const reply = await this.ask({ type: 'report', phase, windowStart, windowEnd, deadline })
     if (reply.type !== 'report') throw new Error('unexpected reply')
     return reply.report
+  }
+
+  /** When each event of `phase` was sent and first arrived. */
+  async samples(phase: number): Promise<PhaseSamples> {
+    const reply = await this.ask({ type: 'samples', phase })
+    if (reply.type !== 'samples') throw new Error('unexpected reply')
+    return reply.samples
   }
 
   async stop(): Promise<void> {

@@ -30,6 +30,8 @@ export interface PublishResult {
   batches: number
   /** Events not sent because the period ended with the in-flight limit reached. */
   shortfall: number
+  /** Batches refused with 503 and Retry-After, and sent again after it (`honourRetryAfter`). */
+  refusals: number
 }
 
 export interface PublishProgress {
@@ -51,7 +53,7 @@ export class Publisher {
     baseUrl: string,
     private readonly operatorToken: string,
     private readonly users: string[],
-    private readonly options: { tickMs: number; maxInFlight: number; maxBatch: number }
+    private readonly options: { tickMs: number; maxInFlight: number; maxBatch: number; honourRetryAfter?: boolean }
   ) {
     this.pool = new Pool(baseUrl, { connections: options.maxInFlight, pipelining: 1, keepAliveTimeout: 30_000 })
   }
@@ -69,8 +71,20 @@ export class Publisher {
     return out
   }
 
-  /** One batch; resolves with its status (or the error's code). */
-  private async send(body: string): Promise<string> {
+  /**
+   * One batch; resolves with its status (or the error's code). With `honourRetryAfter` a 503 that
+   * carries Retry-After is the ingest route's backpressure: the same batch goes again after it.
+   */
+  private async send(body: string, refused: () => void): Promise<string> {
+    for (;;) {
+      const { status, retryAfter } = await this.sendOnce(body)
+      if (status !== '503' || retryAfter === undefined || !this.options.honourRetryAfter) return status
+      refused()
+      await sleep(retryAfter * 1000)
+    }
+  }
+
+  private async sendOnce(body: string): Promise<{ status: string; retryAfter?: number }> {
     try {
       const res = await this.pool.request({
         method: 'POST',
@@ -81,9 +95,11 @@ export class Publisher {
         bodyTimeout: 30_000
       })
       await res.body.text()
-      return String(res.statusCode)
+      const header = res.headers['retry-after']
+      const retryAfter = typeof header === 'string' && /^\d+$/.test(header) ? Number(header) : undefined
+      return { status: String(res.statusCode), retryAfter }
     } catch (err) {
-      return (err as { code?: string }).code ?? (err as Error).name
+      return { status: (err as { code?: string }).code ?? (err as Error).name }
     }
   }
 
@@ -93,7 +109,7 @@ export class Publisher {
     const total = Math.round(rate * seconds)
     const periodMs = seconds * 1000
     const inFlight = new Set<Promise<void>>()
-    const result: PublishResult = { firstSend: 0, lastSend: 0, published: 0, failed: 0, errors: {}, batches: 0, shortfall: 0 }
+    const result: PublishResult = { firstSend: 0, lastSend: 0, published: 0, failed: 0, errors: {}, batches: 0, shortfall: 0, refusals: 0 }
     let sent = 0
     const start = now()
     let nextProgress = start + 1000
@@ -121,7 +137,7 @@ export class Publisher {
       result.lastSend = sentAt
       result.batches++
       sent += n
-      const p = this.send(body).then((status) => {
+      const p = this.send(body, () => result.refusals++).then((status) => {
         if (status === '200') result.published += n
         else {
           result.failed += n

@@ -1,7 +1,8 @@
 import path from 'node:path'
 import client from 'prom-client'
 import type { Logger } from 'pino'
-import type { Bus } from './bus/types'
+import type { Bus, GroupMembership } from './bus/types'
+import { Liveness } from './liveness'
 import { MemoryBus } from './bus/memory'
 import { ValidatingBus } from './bus/validating'
 import type { Config } from './config'
@@ -25,6 +26,8 @@ export interface ServiceContext {
   readonly schemas: SchemaRegistry
   readonly metrics: client.Registry
   readonly httpMetrics: client.Histogram<'method' | 'route' | 'status'>
+  /** This process's heartbeat, and the release of what dead processes held (liveness.ts). */
+  readonly liveness: Liveness
 }
 
 export interface ContextOptions {
@@ -67,6 +70,22 @@ export async function createStore(config: Config, log: Logger): Promise<Store> {
   return RedisStore.connect(config.redisUrl, log)
 }
 
+/**
+ * The bus's group memberships through liveness: each member id this process
+ * gets is noted, and a dead process's members are evicted from their groups
+ * by the survivor that reaps it. A bus without groups across processes (the
+ * memory bus) has nothing to link.
+ */
+export function linkGroupMembership(liveness: Liveness, bus: Bus, log: Logger): void {
+  const m = bus as Partial<GroupMembership>
+  if (typeof m.evict !== 'function' || typeof m.onJoined !== 'function') return
+  const membership = bus as unknown as GroupMembership
+  membership.onJoined((group, memberId) => void liveness.note(`kafka:${group}`, memberId).catch((err: unknown) => log.warn({ err, group }, 'group membership not noted')))
+  liveness.addReaper('kafka groups', async (_dead, notes) => {
+    for (const [field, memberId] of Object.entries(notes)) if (field.startsWith('kafka:')) await membership.evict(field.slice('kafka:'.length), memberId)
+  })
+}
+
 export async function createContext(options: ContextOptions): Promise<ServiceContext> {
   const { config, serviceName } = options
   const log = options.log ?? createLogger(config.logLevel, serviceName)
@@ -84,5 +103,7 @@ export async function createContext(options: ContextOptions): Promise<ServiceCon
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [metrics]
   })
-  return { serviceName, config, log, bus, store, schemas, metrics, httpMetrics }
+  const liveness = new Liveness(store, log, { ttlMs: config.livenessTtlMs, beatMs: Math.max(100, Math.floor(config.livenessTtlMs / 3)) })
+  linkGroupMembership(liveness, rawBus instanceof ValidatingBus ? rawBus.underlying : rawBus, log)
+  return { serviceName, config, log, bus, store, schemas, metrics, httpMetrics, liveness }
 }

@@ -89,11 +89,14 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
 
   const workers: Worker[] = []
   try {
+    // Beating before the consumers join: a member this process gets is noted for the survivors at once.
+    await ctx.liveness.start()
     for (const s of services) if (s.start) workers.push(...(await s.start(ctx)))
     // After the consumers joined: the first report already names this process's groups.
     workers.push(startPresence(ctx, services.map((s) => s.name), listeningUrl(app, config), ready))
   } catch (err) {
     await Promise.allSettled(workers.map((w) => w.close()))
+    await ctx.liveness.close()
     await app.close()
     await sandbox?.close()
     throw err
@@ -108,6 +111,8 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       // Workers finish in-flight messages and commit before the bus goes away.
       await Promise.allSettled(workers.map((w) => w.close()))
       await ctx.bus.close().catch((err) => ctx.log.warn({ err }, 'bus close failed'))
+      // After the bus: the survivors reap this process once its key is gone, and its consumers have left by then.
+      await ctx.liveness.close()
       await ctx.store.close().catch((err) => ctx.log.warn({ err }, 'store close failed'))
     })()
     return closing

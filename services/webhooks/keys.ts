@@ -26,6 +26,7 @@ import { sha256Hex } from '../common/auth/records'
  *   webhooks:retries:{tag}          zset "{webhook_id}:{delivery_id}" -> due time (ms): one shard of
  *                                   the retry schedule (delivery/schedule.ts owns these keys)
  *   webhooks:claim:{tag}:{delivery_id} the process attempting the delivery right now
+ *   webhooks:leases:{process_id}    zset delivery -> lease end: what that process holds ahead on the schedule
  *
  * {tag} is a Redis Cluster hash tag: one of DELIVERY_TAGS, picked by the
  * delivery id, so everything one delivery writes (record, attempts, claim,
@@ -54,6 +55,8 @@ export const WebhookKeys = {
   attempts: (deliveryId: string) => `webhooks:attempts:{${deliveryTag(deliveryId)}}:${deliveryId}`,
   tail: (appId: string) => `webhooks:tail:${appId}`,
   stats: (appId: string, minute: number, field: string) => `webhooks:stats:${appId}:${minute}:${field}`,
+  /** The deliveries a webhooks process holds leased ahead on the schedule (delivery/leases.ts). */
+  leases: (processId: string) => `webhooks:leases:${processId}`,
   claim: (deliveryId: string) => `webhooks:claim:{${deliveryTag(deliveryId)}}:${deliveryId}`,
   replayLock: (webhookId: string) => `webhooks:replay-lock:${webhookId}`,
   replayJob: (jobId: string) => `webhooks:replay-job:${jobId}`,

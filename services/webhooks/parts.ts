@@ -48,9 +48,11 @@ export function partsFor(ctx: ServiceContext, policyOverride?: Partial<UrlPolicy
   const deliveryLog = new DeliveryLog(store, config.webhookLogRetentionMs)
   const attempts = new AttemptLog(store, config.webhookLogRetentionMs)
   const engine = new DeliveryEngine(
-    { store, bus, registry, deliveryLog, client, metrics, logger: log, attempts },
+    { store, bus, registry, deliveryLog, client, metrics, logger: log, attempts, processId: ctx.liveness.id },
     { schedule: config.webhookRetrySchedule, concurrency: config.webhookConcurrency, retentionMs: config.webhookLogRetentionMs }
   )
+  // A webhooks process that dies leaves its leased deliveries to whichever process notices first.
+  ctx.liveness.addReaper('webhook leases', async (deadId) => void (await engine.releaseLeasesOf(deadId)))
   const crcHistory = new CrcHistory(store)
   const checker = new CrcChecker({
     store,

@@ -38,7 +38,7 @@ const BURST = Number(process.env.FAULT_BURST ?? 200)
 /**
  * Steady events/s beside the bursts, and how long everything may take to arrive once publishing
  * stopped. The suite runs 30/s; the figure at load (the kill -9 test at 2,000/s, nothing lost) is
- * measured by `make bench-faults` (FAULT_RATE=2000 and a settle long enough for the backlog to drain).
+ * measured by `make bench-faults` (bench/faults.ts: the same kills at 2,000/s, with their recovery timeline).
  */
 const RATE = Number(process.env.FAULT_RATE ?? 30)
 const SETTLE_MS = Number(process.env.FAULT_SETTLE_MS ?? 45_000)
@@ -139,7 +139,7 @@ t.test('kill -9 of each service under supervisord, through nginx: nothing lost, 
     if (p.service === 'gateway') adsInFlightAtGatewayKill += Math.max(inFlightBefore, ads.inFlight) + NGINX_WORKERS
     back.push(
       system.waitBack(name, pid, BACK_WITHIN_MS).then(
-        (ms) => void t.ok(ms >= 0, `${name} (pid ${pid}) killed with SIGKILL: supervisord had it ready again on its port in ${ms} ms`),
+        (ms) => void t.ok(ms <= BACK_WITHIN_MS, `${name} (pid ${pid}) killed with SIGKILL: supervisord had it ready again on its port in ${ms} ms`),
         (err: Error) => void t.fail(err.message)
       )
     )

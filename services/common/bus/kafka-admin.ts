@@ -1,4 +1,5 @@
 import { KafkaJSError, type Admin } from 'kafkajs'
+import type { Logger } from 'pino'
 import type { GroupOffsets } from './types'
 
 /**
@@ -48,5 +49,38 @@ export async function listGroups(admin: Admin): Promise<string[] | undefined> {
   } catch (err) {
     if (err instanceof KafkaJSError && /does not support|not\s+implemented|UNSUPPORTED_VERSION/i.test(err.message)) return undefined
     throw err
+  }
+}
+
+/** The parts of kafkajs's internal cluster that eviction uses. */
+interface InternalCluster {
+  connect(): Promise<void>
+  disconnect(): Promise<void>
+  findGroupCoordinator(params: { groupId: string }): Promise<{ leaveGroup(params: { groupId: string; memberId: string }): Promise<unknown> }>
+}
+
+/**
+ * Removes `memberId` from `groupId` with a LeaveGroup request sent on its
+ * behalf: the coordinator rebalances the group at once, instead of waiting
+ * for the dead member's session to time out. kafkajs has no static
+ * membership and no public call for this, so its own cluster client (the
+ * one its consumers use, created by its private factory) sends the request
+ * with kafkajs's own encoder. A member the coordinator no longer knows
+ * (UNKNOWN_MEMBER_ID: its session already ended, or it left) is not an error.
+ */
+export async function evictMember(kafka: object, groupId: string, memberId: string, log: Logger): Promise<void> {
+  const factory = Object.getOwnPropertySymbols(kafka).find((s) => s.description === 'private:Kafka:createCluster')
+  const create = factory === undefined ? undefined : (kafka as Record<symbol, unknown>)[factory]
+  if (typeof create !== 'function') throw new Error('this kafkajs version has no cluster factory to evict a member with')
+  const cluster = (create as (options: { allowAutoTopicCreation: boolean }) => InternalCluster)({ allowAutoTopicCreation: false })
+  await cluster.connect()
+  try {
+    const coordinator = await cluster.findGroupCoordinator({ groupId })
+    await coordinator.leaveGroup({ groupId, memberId })
+    log.info({ group: groupId, member_id: memberId }, 'evicted a dead process from its consumer group')
+  } catch (err) {
+    if ((err as { type?: string }).type !== 'UNKNOWN_MEMBER_ID') throw err
+  } finally {
+    await cluster.disconnect().catch(() => undefined)
   }
 }

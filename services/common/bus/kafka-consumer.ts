@@ -98,6 +98,8 @@ export class KafkaBusConsumer implements Consumer {
   private crash: string | undefined
   private lastContact = 0
   onClosed: (() => void) | undefined
+  /** Set by the bus: told this member's id at each join (liveness notes it for survivors). */
+  onJoined: ((memberId: string) => void) | undefined
   /** close() began: no more fetched batches are queued, the drains stop after their chunk in hand. */
   private stopping = false
   /** Each assigned partition's queue, by topic and partition. */
@@ -170,6 +172,7 @@ export class KafkaBusConsumer implements Consumer {
         void this.consumer.disconnect().catch(() => undefined)
         return
       }
+      this.onJoined?.(event.payload.memberId)
       // Partitions that went to other members: their queues go, their new owners read on from the commits.
       const assigned = event.payload.memberAssignment
       // Partitions that came from another member wait out its handover (SubscribeOptions.handoverMs).

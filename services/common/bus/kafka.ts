@@ -1,11 +1,11 @@
 import { CompressionTypes, Kafka, logLevel, Partitioners, type Admin, type ICustomPartitioner, type Message, type Producer } from 'kafkajs'
 import type { Logger } from 'pino'
-import { fetchGroupOffsets, listGroups } from './kafka-admin'
+import { evictMember, fetchGroupOffsets, listGroups } from './kafka-admin'
 import { KafkaBusConsumer, sleep } from './kafka-consumer'
 import { GoneCounts } from './gone'
 import { murmur2 } from './partitioner'
 import { DEFAULTS, kafkaLogLevel, OFFSET_RESET_MESSAGE, pinoLogCreator, type KafkaBusOptions, type Settings } from './kafka-settings'
-import type { Assignment, Bus, Consumer, Gone, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
+import type { Assignment, Bus, Consumer, Gone, GroupMembership, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
 
 export { fetchGroupOffsets, listGroups } from './kafka-admin'
 export type { KafkaBusOptions } from './kafka-settings'
@@ -54,7 +54,7 @@ const murmur2Partitioner: ICustomPartitioner = () => {
   }
 }
 
-export class KafkaBus implements Bus, LagSource {
+export class KafkaBus implements Bus, LagSource, GroupMembership {
   readonly kind = 'kafka' as const
   private readonly consumers = new Set<KafkaBusConsumer>()
   private readonly outbox: Pending[] = []
@@ -63,6 +63,7 @@ export class KafkaBus implements Bus, LagSource {
   /** group -> topics, of the subscriptions made through this bus */
   private readonly groups = new Map<string, Set<string>>()
   private closing: Promise<void> | undefined
+  private joinListener: ((groupId: string, memberId: string) => void) | undefined
 
   private constructor(
     private readonly kafka: Kafka,
@@ -189,6 +190,7 @@ export class KafkaBus implements Bus, LagSource {
     for (const t of options.topics) topics.add(t)
     this.groups.set(options.groupId, topics)
     consumer.onClosed = () => this.consumers.delete(consumer)
+    consumer.onJoined = (memberId) => this.joinListener?.(options.groupId, memberId)
     try {
       await consumer.start()
     } catch (err) {
@@ -214,6 +216,14 @@ export class KafkaBus implements Bus, LagSource {
       const topics = this.groups.get(group)
       return topics ? [...topics] : undefined
     })
+  }
+
+  onJoined(listener: (groupId: string, memberId: string) => void): void {
+    this.joinListener = listener
+  }
+
+  evict(groupId: string, memberId: string): Promise<void> {
+    return evictMember(this.kafka, groupId, memberId, this.log)
   }
 
   assignments(): Assignment[] {

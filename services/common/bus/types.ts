@@ -108,6 +108,19 @@ export interface Bus {
   close(): Promise<void>
 }
 
+/**
+ * Group membership across processes (services/common/liveness.ts): the member
+ * ids this process's consumers get, and the eviction of a dead process's
+ * members, so a group moves their partitions as soon as the death is known
+ * rather than after a whole session timeout. The Kafka bus has it.
+ */
+export interface GroupMembership {
+  /** `listener` is called with each member id this process's consumers get (at every join). */
+  onJoined(listener: (groupId: string, memberId: string) => void): void
+  /** Removes `memberId` from the group (a member that no longer exists is not an error). */
+  evict(groupId: string, memberId: string): Promise<void>
+}
+
 /** A consumer group's position on one partition (operator view: `make lag`). */
 export interface GroupOffsets {
   group: string

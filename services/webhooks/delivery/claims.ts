@@ -5,6 +5,7 @@ import { WebhookKeys } from '../keys'
 import type { Webhook, WebhookRegistry } from '../registry'
 import { KNOWN_KEYS } from './schedule'
 import { dueAt, unscheduled } from './schedule'
+import { leaseOp } from './leases'
 
 /**
  * The scheduler's claims, a batch at a time. A due delivery may be attempted
@@ -80,7 +81,7 @@ export async function claimDue(deps: ClaimDeps, due: DueDelivery[], now = Date.n
       // Rescheduled by another process since this pass read the schedule: keep its entry at the new due time.
       ops.push(...releaseOps(d, record.next_attempt_at))
     } else {
-      ops.push(dueAt(d, leaseUntil))
+      ops.push(dueAt(d, leaseUntil), leaseOp(deps.nodeId, d, leaseUntil))
       const webhook = webhookOf.get(d.webhookId)
       held.push({ ...d, record, leaseUntil, webhook, app: webhook ? appOf.get(webhook.app_id) : undefined })
     }

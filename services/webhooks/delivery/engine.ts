@@ -15,6 +15,7 @@ import { dueAt, readDue, scheduledAt, type Scheduled } from './schedule'
 import { newRecord, readIntake, type NewDelivery } from './intake'
 import { FIRST_ATTEMPT_WAIT_MS, FirstAttempt, pendingOps, untilDurable } from './first-attempt'
 import { Lanes } from './lanes'
+import { leaseOp, releaseLeasesOf, trimLeases } from './leases'
 import type { WebhookMetrics } from '../metrics'
 import { PollingWorker } from '../polling'
 import type { Webhook, WebhookRegistry } from '../registry'
@@ -79,6 +80,8 @@ export interface EngineDeps {
   logger: Logger
   /** The console's record of attempts (attempt-log.ts). */
   attempts?: AttemptLog
+  /** This process's liveness id (services/common/liveness.ts); a fresh id when not given. */
+  processId?: string
 }
 
 /**
@@ -111,8 +114,12 @@ const SCHEDULER_DEEP_EVERY_MS = 1000
  */
 const MAX_WRITING = 1024
 
+/** How often the scheduler drops this process's leases that ran out (leases.ts). */
+const TRIM_EVERY_MS = 5000
+
 export class DeliveryEngine {
-  private readonly nodeId = newUuid()
+  /** This process's id (its liveness id): claims and leases carry it. */
+  private readonly nodeId: string
   private readonly lanes: Lanes<Prepared>
   /** Runs one attempt and settles its outcome; replays POST through it too. */
   readonly runner: AttemptRunner
@@ -125,12 +132,15 @@ export class DeliveryEngine {
   private closing = false
   /** When a pass last read past its first page. */
   private lastDeepScan = 0
+  /** When this process last dropped its leases that ran out. */
+  private lastTrim = 0
   readonly leaseMs: number
 
   constructor(
     private readonly deps: EngineDeps,
     private readonly options: EngineOptions
   ) {
+    this.nodeId = deps.processId ?? newUuid()
     this.leaseMs = deps.client.timeoutMs + 30_000
     this.runner = new AttemptRunner(deps, options)
     this.releases = new WriteCoalescer(deps.store, undefined, KNOWN_KEYS)
@@ -197,6 +207,7 @@ export class DeliveryEngine {
       } else {
         const startHere = this.lanes.hasRoom(d.webhook_id)
         ops.push(...pendingOps(record, dueAt(entry, startHere ? leaseUntil : now)))
+        if (startHere) ops.push(leaseOp(this.nodeId, entry, leaseUntil))
         if (startHere) starts.push({ d, fresh: { record, leaseUntil, webhook, app: appOf.get(d.app_id) } })
       }
       results.push('accepted')
@@ -220,7 +231,14 @@ export class DeliveryEngine {
     await untilDurable(
       firsts.map(({ fresh }) => fresh.first as FirstAttempt),
       FIRST_ATTEMPT_WAIT_MS,
-      (late) => store.batch(late.flatMap((f) => pendingOps(f.record, dueAt({ webhookId: f.record.webhook_id, deliveryId: f.record.delivery_id }, f.leaseUntil))), durable)
+      (late) =>
+        store.batch(
+          late.flatMap((f) => {
+            const entry = { webhookId: f.record.webhook_id, deliveryId: f.record.delivery_id }
+            return [...pendingOps(f.record, dueAt(entry, f.leaseUntil)), leaseOp(this.nodeId, entry, f.leaseUntil)]
+          }),
+          durable
+        )
     )
     return results
   }
@@ -308,6 +326,10 @@ export class DeliveryEngine {
    */
   async runDue(now = Date.now()): Promise<number> {
     if (this.closing) return 0
+    if (now - this.lastTrim >= TRIM_EVERY_MS) {
+      this.lastTrim = now
+      await trimLeases(this.deps.store, this.nodeId, now)
+    }
     const room = new Map<string, number>()
     const picked: DueDelivery[] = []
     /** Due entries passed over because their lane was full when this pass planned. */
@@ -358,6 +380,19 @@ export class DeliveryEngine {
     // (a burst into one webhook: 3% of the CPU in runDue alone, bench/webhooks).
     if ((due.full || heldBack > 0) && started > 0 && roomLeft) this.scheduler?.poke()
     return started
+  }
+
+  /**
+   * A dead process's leased deliveries, due now (leases.ts): called by the survivor that reaps it
+   * (services/common/liveness.ts).
+   */
+  async releaseLeasesOf(deadId: string): Promise<number> {
+    const released = await releaseLeasesOf(this.deps.store, deadId)
+    if (released > 0) {
+      this.deps.logger.info({ process_id: deadId, released }, "a dead process's leased deliveries are due again")
+      this.scheduler?.poke()
+    }
+    return released
   }
 
   /** The retry scheduler: polls often enough for the shortest step of the schedule. */

@@ -50,11 +50,12 @@ export function scheduleKeys(): string[] {
 }
 
 /** The webhook id travels with the delivery id so the scheduler needs no lookup. */
-function memberOf(d: Scheduled): string {
+/** The member naming a delivery in the schedule's sorted sets (and in a process's lease set, leases.ts). */
+export function memberOf(d: Scheduled): string {
   return `${d.webhookId}:${d.deliveryId}`
 }
 
-function parseMember(member: string): Scheduled | undefined {
+export function parseMember(member: string): Scheduled | undefined {
   const i = member.indexOf(':')
   if (i <= 0) return undefined
   return { webhookId: member.slice(0, i), deliveryId: member.slice(i + 1) }
