@@ -32,7 +32,7 @@ export const OPENAPI_PATH = '/openapi.json'
 /** Where Swagger UI serves the API reference page (its assets below it). */
 export const API_REFERENCE_PATH = '/docs'
 
-/** The public platform's names of the schemes (openapi-2.166 components.securitySchemes). */
+/** The public platform's names of the schemes (components.securitySchemes of schemas/platform/openapi-2.166-subset.json). */
 const SECURITY_SCHEME: Record<AuthScheme, string> = {
   'bearer-app': 'BearerToken',
   'oauth1-user': 'UserToken',

@@ -12,7 +12,7 @@ import { DATE_TIME, NUMERIC_ID, openObject, pathParams, v2Ok } from '../common/o
 /**
  * The public routes: v2 webhooks (docs/webhooks.md) and Account Activity
  * user subscriptions. Authentication per route as the public platform
- * declares it (openapi-2.166): management with the app's bearer token (or a
+ * declares it (schemas/platform/): management with the app's bearer token (or a
  * user-context token where the platform allows it), subscribing a user with
  * that user's context.
  */

@@ -8,8 +8,8 @@ import type { Exchange } from './recorder'
 /**
  * The response audit: every `/2/` response body a client receives is
  * checked against the operation of the public OpenAPI document
- * (schemas/platform/openapi-2.166-subset.json, a copy of
- * shared/spec/openapi-2.166-subset.json) it answers: the operation's 200
+ * (schemas/platform/openapi-2.166-subset.json, the public platform's
+ * description cut down to the paths served) it answers: the operation's 200
  * schema for a 200, its `default` schema (Error for application/json,
  * Problem for application/problem+json) otherwise; a stream is checked line
  * by line. Paths the subset does not describe (the OAuth 2.0 token routes)
