@@ -78,8 +78,8 @@ function redisMode(): 'single' | 'cluster' {
 
 /**
  * How long a cluster master may be silent before its replica takes over (REDIS_CLUSTER_NODE_TIMEOUT ms,
- * default 5000): with 2000, a 2-core machine busy with make up at 1,000 events/s and more saw masters
- * taken for dead and failed over while nothing had failed (bench/distributed).
+ * default 5000): shorter, a busy 2-core machine running make up took masters for dead and failed
+ * them over while nothing had failed (bench/PROFILES.md "Redis Cluster node timeout").
  */
 function clusterNodeTimeoutMs(): number {
   const n = Number(process.env.REDIS_CLUSTER_NODE_TIMEOUT ?? 5000)

@@ -236,7 +236,7 @@ export class WebhookClient {
 /**
  * A request's deadline, as the signal undici takes (an EventEmitter with `aborted` and `reason`
  * will do): one timer, cleared when the request ends. AbortSignal.timeout cost every delivery an
- * EventTarget, a timer and weak references (about 3% of a burst's CPU in bench/webhooks' profile).
+ * EventTarget, a timer and weak references (bench/PROFILES.md "Webhook burst").
  */
 class Deadline extends EventEmitter {
   aborted = false

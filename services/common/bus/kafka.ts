@@ -38,8 +38,8 @@ const SEND_MAX_BYTES = 512 * 1024
 /**
  * kafkajs's DefaultPartitioner's placement (the Java client's murmur2 of the
  * key, positive, modulo the partition count) computed with 32-bit integer
- * math (./partitioner) instead of kafkajs's 64-bit Long emulation, which was
- * 4.4% of a matcher's CPU at 2,000 events/s. test/common/partitioner.test.ts
+ * math (./partitioner) instead of kafkajs's 64-bit Long emulation, which stood
+ * out in a matcher's profile (bench/PROFILES.md "kafkajs's partitioner"). test/common/partitioner.test.ts
  * checks that both put every key on the same partition. Messages without a
  * key (the bus always gives one) go to the default partitioner.
  */

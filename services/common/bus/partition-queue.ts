@@ -9,8 +9,8 @@ import type { BusMessage } from './types'
  * previous fetch has been handled, and librdkafka's mock cluster (tests,
  * `make up`) answers a fetch with at most one record batch per partition:
  * handling inside the fetch loop made a slow handler pace fetching, with
- * batches of one to six messages however long the backlog grew
- * (bench/RESULTS.md). Here the fetch loop only appends to the queue (the
+ * batches of a few messages however long the backlog grew (bench/PROFILES.md
+ * "the mock cluster's one batch per fetch"). Here the fetch loop only appends to the queue (the
  * consumer resolves the offsets, so kafkajs fetches on), and the drain hands
  * the handler everything queued, up to the plan's size, in offset order.
  *

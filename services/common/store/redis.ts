@@ -108,8 +108,8 @@ export class RedisStore extends JsonValues implements Store {
       retryStrategy: (times) => Math.min(RECONNECT_MIN_MS * 2 ** Math.min(times, 10), RECONNECT_MAX_MS),
       connectionName: 'activity-gateway',
       // Commands issued in one event-loop turn (many requests' token reads, nonces and rate-limit
-      // counters) go out in one socket write instead of one write each: the profile of a signed read
-      // on Redis spent a third of its time in per-command socket writes.
+      // counters) go out in one socket write instead of one write each: per-command socket writes led
+      // the profile of a signed read on Redis (bench/PROFILES.md, the first table's Redis row).
       enableAutoPipelining: true
     })
     return RedisStore.open(defineScripts(client), redactRedisUrl(url), log, options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS, false)

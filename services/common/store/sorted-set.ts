@@ -38,9 +38,9 @@ function lastOf(chunk: ScoredMember[]): ScoredMember {
  *
  * Why chunks: the retry schedule of a webhook that has fallen behind holds
  * tens of thousands of entries, taken from the front and put back near the
- * end. One sorted array moved every entry on each such change (a profile of
- * the embedded run at 5,000 events/s: `add` 8.6% of the process with 80,000
- * scheduled), and each due read scanned every due entry before applying its
+ * end. One sorted array moved every entry on each such change (it led the
+ * embedded profile under load: bench/PROFILES.md "the memory store's sorted
+ * set"), and each due read scanned every due entry before applying its
  * limit. Here a change moves at most one chunk, and a range read costs its
  * position plus what it returns.
  */

@@ -339,7 +339,7 @@ export class DeliveryEngine {
       for (const parsed of entries) {
         const left = room.get(parsed.webhookId) ?? this.lanes.room(parsed.webhookId)
         // A full lane pokes the scheduler once it has drained by half. Checked first: behind a full
-        // lane most of a page is its own backlog, and asking the lanes about each entry was 2% of a burst.
+        // lane most of a page is its own backlog (bench/PROFILES.md "Fewer store commands per attempt").
         if (left <= 0) {
           heldBack++
           continue
@@ -371,13 +371,13 @@ export class DeliveryEngine {
     // The lanes it saw are asked again now, not as planned: their attempts ran on while the claims were
     // written, so a lane planned full may have room again. A full one is marked to call for the next
     // pass once it has drained by half (a lane planned full that was not marked drained without a
-    // call, and the schedule waited a whole period: bench/webhooks' burst had 1 s stalls).
+    // call, and the schedule waited a whole period: bench/PROFILES.md "A scheduler stall").
     let roomLeft = false
     for (const webhookId of room.keys()) if (this.lanes.room(webhookId) > 0) roomLeft = true
     // More is due than this pass took (a full page, or entries passed over for a lane that has room
     // again): the next pass runs now, not a period later. When every lane it saw is full, their
     // drained-by-half calls bring the next pass: a pass per freed slot read the whole batch each time
-    // (a burst into one webhook: 3% of the CPU in runDue alone, bench/webhooks).
+    // (bench/PROFILES.md "Webhook burst").
     if ((due.full || heldBack > 0) && started > 0 && roomLeft) this.scheduler?.poke()
     return started
   }
