@@ -1,5 +1,5 @@
 /**
- * The activity event kinds (docs/architecture.md "Events" 3 and 4, docs/architecture.md).
+ * The activity event kinds (docs/contract.md "Activity events").
  *
  * Every kind is stored, published and delivered under its dotted lowercase
  * name; the deprecated PascalCase names are accepted on input (subscriptions

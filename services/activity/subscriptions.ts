@@ -38,7 +38,7 @@ export interface Subscription {
   updated_at: string
 }
 
-/** The public shape (docs/architecture.md "Sub"): the owning app is not shown. */
+/** The public shape (docs/contract.md "Activity subscriptions"): the owning app is not shown. */
 export interface PublicSubscription {
   subscription_id: string
   event_type: string

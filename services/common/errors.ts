@@ -4,7 +4,7 @@ import { capText, ECHO_MAX_CHARS, echoValue, messageText } from './echo'
 /**
  * Every error the gateway can answer with, defined in one place.
  *
- * Three wire shapes exist (docs/conformance.md "Errors", docs/conformance.md):
+ * Three wire shapes exist (docs/contract.md "Errors"):
  *  - v2 classic Error: `{"errors":[{"code":int,"message":str}]}` as application/json;
  *  - v2 Problem (RFC 7807) as application/problem+json, its `type` under {problem_base};
  *  - the advertising envelope `{"errors":[{code,message,parameter?}],"request":{"params":{}}}`.
@@ -132,7 +132,7 @@ export type ConnectionIssue = 'TooManyConnections' | 'ProvisioningSubscription' 
 
 export type ProblemExtras = Record<string, unknown>
 
-/** `resource_type` of the resource Problems (docs/conformance.md "v2 shared shapes"). */
+/** `resource_type` of the resource Problems (docs/contract.md "v2 shapes"). */
 export type ResourceType = 'user' | 'tweet' | 'media' | 'list' | 'space'
 /**
  * The product's own resources that a v2 path names: webhooks

@@ -22,6 +22,7 @@ const SPEC = ['service', 'spec'].join('-')
 const FACTS = ['platform', 'facts'].join('-')
 const OPENAPI = ['openapi', '2\\.166'].join('-')
 const DESIGN = ['design', 'md'].join('\\.')
+const SHARED = ['sha', 'red'].join('')
 
 /** In-repository forms of the public OpenAPI copy's name, removed from a line before the check. */
 const REPO_OPENAPI = [
@@ -34,7 +35,7 @@ const PATTERNS: ReadonlyArray<readonly [string, RegExp]> = [
   ['the platform notes outside the repository', new RegExp(FACTS, 'i')],
   ['the design document outside the repository (docs/architecture.md is the repository\'s)', new RegExp(`(?<!docs/)\\b${DESIGN}\\b`, 'i')],
   ['the public OpenAPI outside the repository (schemas/platform/ holds the copy)', new RegExp(OPENAPI, 'i')],
-  ['a shared folder outside the repository', new RegExp(['\\.\\./shared/', '/work/shared', '\\bshared/spec\\b'].join('|'))],
+  ['a shared folder outside the repository', new RegExp([`\\.\\./${SHARED}/`, `/work/${SHARED}`, `\\b${SHARED}/spec\\b`].join('|'))],
   ['an issue number', new RegExp(['\\biss', 'ues?\\s+#?\\d+'].join(''), 'i')],
   ['an issue number', new RegExp(['\\(#', '\\d+\\)'].join(''))]
 ]

@@ -6,7 +6,7 @@ import { ADS_API_VERSION } from './version'
 
 /**
  * Conventions of every operation of the advertising interface
- * (docs/ads.md "Conventions of the advertising interface", docs/ads.md),
+ * (docs/ads.md "Envelope and request.params" and the sections after it),
  * shared by the services that serve ads routes (the gateway and account
  * history): authentication, who made a change, and the response envelope
  * `{request:{params}, data, data_type, next_cursor?, total_count?}`.

@@ -1,5 +1,5 @@
 /**
- * Account feature keys (docs/ads.md "Campaign management": features).
+ * Account feature keys (docs/contract.md "Account features").
  *
  *  - GET features reports only the beta features the public platform
  *    exposes there, and only when granted to the account.

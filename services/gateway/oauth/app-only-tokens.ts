@@ -13,9 +13,9 @@ import { currentBearer, invalidateBearer, issueBearer } from '../identity'
  * and POST oauth2/invalidate_token revokes it. Credentials are the consumer
  * key and secret, by HTTP Basic (`enc(key):enc(secret)`) or as
  * `client_id`/`client_secret` form fields. Any credential problem, a grant
- * other than client_credentials, or too frequent calls get 403 code 99
- * (spec: "Cache bearer tokens: requests made too frequently are rejected
- * with HTTP 403 and code 99"): past the app's window of the
+ * other than client_credentials, or too frequent calls get 403 code 99, as
+ * on the public platform, which asks clients to cache their bearer token
+ * (docs/contract.md "OAuth 2.0 app-only"): past the app's window of the
  * `oauth2-app-token` family (x-rate-limit-* headers as on every limited
  * route), or closer together than OAUTH2_TOKEN_MIN_INTERVAL when set.
  */

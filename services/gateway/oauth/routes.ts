@@ -9,7 +9,7 @@ import { RequestTokens } from './request-tokens'
 import { SignInSessions } from './sessions'
 
 /**
- * The gateway's OAuth provider (docs/conformance.md "Authentication operations"):
+ * The gateway's OAuth provider (docs/contract.md "OAuth 1.0a"):
  * OAuth 1.0a three-legged flow with its sign-in page, revocation (by the
  * app, or by the user on the connected apps page), OAuth 2.0 app-only bearer
  * tokens, and 1.1/account/verify_credentials.

@@ -4,7 +4,7 @@ import type { MembershipOperation } from './membership'
 
 /**
  * Validation of the batch upload bodies (custom-audience users and
- * do-not-reach list users, docs/ads.md "Audiences"):
+ * do-not-reach list users, docs/contract.md "Audiences"):
  *
  *  - request level (answered under `errors`): the body is a JSON array of
  *    1..2500 operation objects;

@@ -191,7 +191,7 @@ export function applyDefaults(item: LineItem, given: Set<string>): LineItem {
 }
 
 /**
- * Every rule of docs/ads.md "Bid strategy rules", the PUT parameter notes
+ * Every rule of docs/contract.md "Bid strategy rules", the PUT parameter notes
  * and the line item limits, checked on the resulting line item.
  */
 export function checkLineItem(item: LineItem, campaign: Campaign, given: Set<string>): void {

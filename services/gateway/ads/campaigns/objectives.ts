@@ -1,7 +1,7 @@
 /**
  * What each line item objective allows: its optimization goals, bid
  * strategies, the unit it is charged by, and the defaults the service picks
- * when a request leaves them out (docs/ads.md "Bid strategy rules";
+ * when a request leaves them out (docs/contract.md "Bid strategy rules";
  * the public platform's line item reference for the per-objective goals).
  *
  *  - `MAX` is unavailable for REACH and FOLLOWERS; `TARGET` is available for

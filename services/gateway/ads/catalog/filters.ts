@@ -1,7 +1,7 @@
 import { parsePrice, priceError, type Product } from './products'
 
 /**
- * Product set filters (docs/ads.md "Product set"): which attribute, which
+ * Product set filters (docs/contract.md "Catalog management"): which attribute, which
  * operator, which value, and how a FILTERED set's membership is computed
  * from them. Filters combine with AND. Operators by attribute kind:
  *

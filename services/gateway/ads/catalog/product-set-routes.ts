@@ -11,11 +11,11 @@ import { catalogOfRequest, decodeProductCursor, encodeProductCursor, params, PRO
 import { catalogChange, CatalogKeys, productSetPage, productsByKeys, publicProductSet, requireProductSet, type StoredProductSet } from './store'
 
 /**
- * Product sets of a catalog (docs/ads.md "Catalog management"): MANUAL
+ * Product sets of a catalog (docs/contract.md "Catalog management"): MANUAL
  * sets (a list of product keys) and FILTERED ones (filters the evaluator
  * applies, ./evaluator). A MANUAL set's name, description and product keys
- * can be updated; a FILTERED set cannot be updated at all (the spec: its
- * update is unsupported), only read, re-evaluated and deleted.
+ * can be updated; a FILTERED set cannot be updated at all (as on the public
+ * platform), only read, re-evaluated and deleted.
  */
 
 const MAX_SET_DESCRIPTION = 1000

@@ -1,8 +1,8 @@
 import { parseIsoTime } from '../conventions'
 
 /**
- * The Product table of docs/ads.md "Catalog management": every field, its
- * type and its rule. `validateProduct` turns one item of a batch PUT into a
+ * The product fields of docs/contract.md "Catalog management": every field,
+ * its type and its rule. `validateProduct` turns one item of a batch PUT into a
  * normalized record or a list of item errors (the batch answers per item,
  * never with a request-level 400 for a bad product). Image rules that need
  * the bytes (dimensions, size) are checked separately by images.ts.

@@ -11,7 +11,7 @@ import { catalogOfRequest, decodeProductCursor, encodeProductCursor, readName, r
 import { CatalogKeys, catalogOfUser, createCatalog, deleteCatalog, productPage, publicCatalog, publicProduct, renameCatalog } from './store'
 
 /**
- * Catalog management (docs/ads.md "Catalog management"): product catalogs
+ * Catalog management (docs/contract.md "Catalog management"): product catalogs
  * (one per user), products in batches of up to 25 with per-item results,
  * permanent product deletion by key (./product-batch), and MANUAL / FILTERED
  * product sets (./product-set-routes).

@@ -4,7 +4,7 @@ import { COUNTRY_CODES } from './countries'
 import { charLength, isHttpUrl } from './params'
 
 /**
- * Card components (docs/ads.md "Card"): what each component type requires,
+ * Card components (docs/contract.md "Creatives"): what each component type requires,
  * which destination goes with which description component, the shape of a
  * card (one media component, then DETAILS or BUTTON) and of a
  * multi-destination carousel (slides), and the card_type that follows from

@@ -9,7 +9,7 @@ import { registerPostRoutes } from './posts'
 import { creativeRepos } from './repos'
 
 /**
- * Creatives of the advertising interface (docs/ads.md "Creatives"): media
+ * Creatives of the advertising interface (docs/contract.md "Creatives"): media
  * library and account media, cards from components, poll and conversation
  * cards, and posts made on behalf of an advertiser. Media keys come from
  * POST /2/media/upload (services/gateway/media).
