@@ -66,7 +66,7 @@ export function supportsKeyword(type: EventType): boolean {
   return type !== 'post.delete' && type !== 'dm.read' && type !== 'dm.indicate_typing'
 }
 
-/** `sent`/`received` as the spec spells them; the public API's `outbound`/`inbound` map onto them. */
+/** `sent`/`received` as the contract spells them (docs/contract.md "Activity events"); the public API's `outbound`/`inbound` map onto them. */
 export function normalizeDirection(value: string): Direction | undefined {
   switch (value) {
     case 'sent':

@@ -177,7 +177,7 @@ export interface ResourceUnauthorizedFields {
 }
 
 /**
- * resource-not-found. The spec's resource types are the typed overload; the
+ * resource-not-found. The v2 resource types are the typed overload; the
  * loose one remains for the operator API (/admin: apps, accounts), which is
  * not part of the v2 interface. v2 routes must use a NotFoundResourceType.
  */

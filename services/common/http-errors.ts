@@ -280,7 +280,7 @@ function warnStoreUnavailable(log: Logger, err: unknown): void {
 /**
  * The store is unreachable (an outage, or shutting down): 503 with
  * Retry-After, in the interface's shape. v2 has no Problem type of its own
- * for it (the spec's are all client conditions): about:blank with status
+ * for it (the platform's are all client conditions): about:blank with status
  * 503; ads SERVICE_UNAVAILABLE; classic code 130 "Over capacity".
  */
 function sendStoreUnavailable(err: unknown, shape: ErrorShape, request: FastifyRequest, reply: FastifyReply, problemBase: string, log: Logger): FastifyReply {

@@ -20,8 +20,8 @@ import type { Store } from './store/types'
  * own, named after its method and path (`get:12.accounts.campaigns` for
  * GET /12/accounts/:account_id/campaigns[/:campaign_id]), at
  * RATE_LIMIT_DEFAULT per RATE_LIMIT_WINDOW: no authenticated route is
- * unlimited ("Rate limit values for operations other than those listed: not
- * shown" in the spec's Limits table, so they are configurable).
+ * unlimited, and where the platform publishes no figure the limit is
+ * configurable (docs/contract.md "Rate limits").
  *
  * The caller is the authenticated user of the app (user context), the app
  * (app-only bearer), or the client address (unauthenticated routes). Every
@@ -37,7 +37,7 @@ import type { Store } from './store/types'
  * sets its figures.
  *
  * Limits: RATE_LIMITS (operator overrides per family) > the route's `limit`
- * > FAMILY_DEFAULTS (figures from the spec) > RATE_LIMIT_DEFAULT, each over
+ * > FAMILY_DEFAULTS (the published figures) > RATE_LIMIT_DEFAULT, each over
  * RATE_LIMIT_WINDOW unless a window is given the same way.
  */
 
@@ -72,7 +72,7 @@ declare module 'fastify' {
 
 const MINUTE = 60_000
 
-/** Figures the spec gives (Limits table) or the public platform documents. */
+/** The figures the public platform publishes (docs/contract.md "Rate limits"). */
 export const FAMILY_DEFAULTS: Record<string, { limit: number; windowMs?: number }> = {
   /** Ads list requests with `with_total_count=true`: 200 per 15 minutes. */
   with_total_count: { limit: 200, windowMs: 15 * MINUTE },

@@ -203,7 +203,7 @@ export function openWsStream(baseUrl: string, bearer: string, query: Record<stri
 /**
  * Validators of the public OpenAPI component schemas. One documented
  * deviation where docs/architecture.md wins: filter.direction is stored and
- * returned as the spec spells it (sent/received). Problems are checked
+ * returned as the contract spells it (sent/received). Problems are checked
  * against the OpenAPI, resource-not-found with the product's resource types
  * (productResourceTypes).
  */

@@ -71,7 +71,7 @@ t.test('components: rules, card types, slides, list, read, update, delete', asyn
   t.equal((await created({ name: 'Multi dest videos', slides: [[{ type: 'MEDIA', media_key: video1 }, website()], [{ type: 'MEDIA', media_key: video2 }, website()]] })).card_type, 'VIDEO_MULTI_DEST_CAROUSEL_WEBSITE')
   t.equal((await created({ name: 'Multi dest mixed', slides: [[{ type: 'MEDIA', media_key: img1 }, website()], [{ type: 'MEDIA', media_key: video2 }, website()]] })).card_type, 'MIXED_MEDIA_MULTI_DEST_CAROUSEL_WEBSITE')
   expectAdsError(t, await create({ name: 'GIF', components: [{ type: 'MEDIA', media_key: gif }, website()] }), 400, 'INVALID_PARAMETER', 'components[0].media_key', 'GIF in MEDIA')
-  // The public documentation's googleplay_* names are accepted and stored under the spec's names.
+  // The public documentation's googleplay_* names are accepted and stored under the contract's names.
   const alias = await created({ name: 'Alias', components: [{ type: 'MEDIA', media_key: img1 }, button({ type: 'APP', country_code: 'US', googleplay_app_id: 'com.twitter.android', googleplay_deep_link: 'twitter://user?screen_name=x' }, 'OPEN')] })
   t.same(alias.components?.[1], button({ type: 'APP', country_code: 'US', androidstore_app_id: 'com.twitter.android', androidstore_deep_link: 'twitter://user?screen_name=x' }, 'OPEN'))
 

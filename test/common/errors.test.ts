@@ -37,7 +37,7 @@ t.test('every Problem subtype has a constructor whose body matches the OpenAPI s
 t.test('the required fields are required by the constructors', async (t) => {
   t.throws(() => Problems.resourceNotFound('', '12', 'user'), /parameter/, 'resource-not-found needs a parameter')
   t.throws(() => Problems.resourceUnavailable('gone', { parameter: '', resource_id: '1', resource_type: 'user' }), /parameter/)
-  // Compile-time checks: a resource type outside the spec's enum does not type-check.
+  // Compile-time checks: a resource type outside the v2 enum does not type-check.
   // @ts-expect-error 'webhook' is not a resource_type of disallowed-resource
   Problems.disallowedResource('x', { resource_id: '1', resource_type: 'webhook', section: 'data' })
   // @ts-expect-error section is data or includes

@@ -7,7 +7,7 @@ import { openHttpStream, openWsStream } from '../activity/support'
 import { createIdentity, oauth1Request, startTestRuntime } from '../helper'
 import { BACKENDS, classic, oauthHeader, send, startBackend } from '../gateway/oauth-support'
 
-t.test('limits: RATE_LIMITS overrides, then the route, then the spec figures, then RATE_LIMIT_DEFAULT', async (t) => {
+t.test('limits: RATE_LIMITS overrides, then the route, then the published figures, then RATE_LIMIT_DEFAULT', async (t) => {
   const store = await MemoryStore.open()
   t.teardown(() => store.close())
   const config = loadConfig({ RATE_LIMITS: 'webhooks=50/1m,with_total_count=300', RATE_LIMIT_DEFAULT: '900', RATE_LIMIT_WINDOW: '15m' })
@@ -15,9 +15,9 @@ t.test('limits: RATE_LIMITS overrides, then the route, then the spec figures, th
   t.same(limiter.policy({ family: 'webhooks', limit: 10 }), { limit: 50, windowMs: 60_000 }, 'operator override wins')
   t.same(limiter.policy({ family: 'with_total_count' }), { limit: 300, windowMs: 15 * 60_000 }, 'override of the limit keeps the family window')
   t.same(limiter.policy({ family: 'activity', limit: 25 }), { limit: 25, windowMs: 15 * 60_000 }, 'the route’s own limit')
-  t.same(limiter.policy({ family: 'custom-audience-users' }), { limit: 1500, windowMs: 60_000 }, 'spec: 1500 per 1 minute window')
+  t.same(limiter.policy({ family: 'custom-audience-users' }), { limit: 1500, windowMs: 60_000 }, 'published: 1500 per 1 minute window')
   t.same(limiter.policy({ family: 'anything' }), { limit: 900, windowMs: 15 * 60_000 }, 'the configured default')
-  t.same(FAMILY_DEFAULTS.with_total_count, { limit: 200, windowMs: 15 * 60_000 }, 'spec: with_total_count 200 per 15 minutes')
+  t.same(FAMILY_DEFAULTS.with_total_count, { limit: 200, windowMs: 15 * 60_000 }, 'published: with_total_count 200 per 15 minutes')
   t.throws(() => loadConfig({ RATE_LIMITS: 'webhooks' }), ConfigError)
   t.throws(() => loadConfig({ RATE_LIMITS: 'webhooks=0' }), ConfigError)
   t.throws(() => loadConfig({ RATE_LIMITS: 'webhooks=5/10ms' }), ConfigError)

@@ -15,7 +15,7 @@ import t from 'tap'
 const ROOT = path.resolve(__dirname, '..', '..')
 const SCANNED = ['services', 'schemas', 'docs', 'test', 'bench', 'scripts', 'deploy', 'README.md', 'Makefile']
 const BINARY = /\.(png|jpe?g|gif|webp|ico|mp4|pdf|woff2?)$/
-/** `docs/x.md "Section"`, `docs/x.md, "Section"`, `bench/PROFILES.md "Entry"`; the quote may wrap onto the next comment line. */
+/** A docs/ file or bench/PROFILES.md, an optional comma, then the section in double quotes; the quote may wrap onto the next comment line. */
 const POINTER = /((?:docs\/[a-z-]+|bench\/PROFILES)\.md),? "([^"]+)"/g
 
 export interface Pointer {

@@ -18,7 +18,7 @@ import { DEPLOY } from './compose'
 /**
  * What can be checked of deploy/ without a container engine: the manifests
  * parse, every command they run exists, every variable they set is a real
- * setting, and the route table sends every path of the spec — and every route
+ * setting, and the route table sends every path of the contract — and every route
  * each service registers — to the service that serves it.
  */
 
@@ -160,7 +160,7 @@ const routeKey = (method: string, url: string): string => `${method} ${shape(url
 
 /**
  * Asks the production host, with a valid signed request, for every
- * sandbox-only operation of the spec: each must answer 404 ROUTE_NOT_FOUND.
+ * sandbox-only operation of the contract: each must answer 404 ROUTE_NOT_FOUND.
  * Where the path exists on that host under other methods (GET accounts,
  * features), the gateway registers an explicit refusal route so that it does
  * not answer 405; such a route is in the route table but serves nothing.
@@ -200,7 +200,7 @@ t.test('the route table sends every route of every service to that service', asy
       t.equal(target.replace(/-sandbox$/, ''), name, `sandbox ${r.method} ${r.url} -> ${name}`)
     }
   }
-  // Every operation of the spec is served, on the host the spec names, by the service the table picks.
+  // Every operation of the contract is served, on the host the contract names, by the service the table picks.
   for (const [method, url, host] of SPEC_OPERATIONS) {
     const owner = routeFor(table, host, concrete(url)).replace(/-sandbox$/, '')
     const routes = served.get(owner)?.[host] ?? []

@@ -6,7 +6,7 @@ import { oauth1Request } from '../helper'
 import { authorize, CookieJar, exchange, newClient, newUser, startServer, withToken, type Client } from './oauth2-support'
 
 /**
- * Scope enforcement where the spec puts OAuth 2.0 user context: activity
+ * Scope enforcement where the contract puts OAuth 2.0 user context: activity
  * subscriptions (direct-message events need a token of the filtered user
  * with dm.read; OAuth 1.0a access levels override scopes) and the Account
  * Activity subscription routes.

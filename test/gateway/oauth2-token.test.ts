@@ -87,7 +87,7 @@ t.test('code exchange: token response shape, hashed storage, refresh only with o
   t.equal(err.error, 'invalid_grant', 'an access token is not a refresh token')
 })
 
-t.test('follow.read (the spec spelling) is granted as follows.read', async (t) => {
+t.test('follow.read (the contract spelling) is granted as follows.read', async (t) => {
   const rt = await server()
   const client = await newClient(rt)
   const user = await newUser(rt)

@@ -120,7 +120,7 @@ t.test('keyword and direction filters, webhook subscriptions also reach an open 
   const byTag = new Map(stream.messages.map((m) => [m.data?.tag, m.data]))
   t.match(byTag.get('kw')?.payload, { text: 'It is LAUNCH\tday, folks!' })
   t.same(byTag.get('read-sent')?.filter, { user_id: alice, direction: 'sent' })
-  t.same(byTag.get('read-received')?.filter, { user_id: alice, direction: 'received' }, 'inbound is delivered as the spec spells it')
+  t.same(byTag.get('read-received')?.filter, { user_id: alice, direction: 'received' }, 'inbound is delivered as the contract spells it')
   t.same(byTag.get('dm-kw')?.filter, { user_id: alice, keyword: 'lunch', direction: 'received' })
   t.match(byTag.get('dm-kw')?.payload, { direct_message_events: [{ message_create: { message_data: { text: 'Lunch at noon?' } } }] })
 })

@@ -264,7 +264,7 @@ function fillIds(method: string, url: string, f: Pick<Fuzzing, 'accountId' | 'sp
 /** The first scheme a route does not refuse as unauthenticated (oauth1 when all are refused). */
 async function discoverScheme(f: Omit<Fuzzing, 'targets'>, route: RouteEntry & { base: string }): Promise<AuthKind> {
   if (!route.auth) return 'none'
-  // The stream is app-only bearer (spec); opening one here would only hold a connection.
+  // The stream is app-only bearer (docs/contract.md "Activity stream"); opening one here would only hold a connection.
   if (route.url.startsWith('/2/activity/stream')) return 'bearer'
   const url = new URL(route.base + fillIds(route.method, route.url, f))
   const order: AuthKind[] = route.url.startsWith('/admin') ? ['operator', 'bearer', 'oauth1'] : ['oauth1', 'bearer', 'operator']

@@ -3,14 +3,14 @@
  *
  *  - GET features reports only the beta features the public platform
  *    exposes there, and only when granted to the account.
- *  - GATED_FEATURES are the features the spec makes behaviour depend on:
+ *  - GATED_FEATURES are the features the contract makes behaviour depend on:
  *    PROMOTED_MEDIA_POLLS (polls with an image or a video),
  *    SHARE_AUDIENCE_OUTSIDE_BUSINESS (audience permissions granted to an
  *    account of another business) and ACCOUNT_HISTORY_ACCESS (this
  *    service's allowlist of the account history beta).
  *  - The operator grants any known key (POST /admin/ads/accounts/:id/features,
  *    `make account ARGS="feature grant ..."`).
- *  - The sandbox host adds and removes the spec's list plus the gated
+ *  - The sandbox host adds and removes the sandbox's keys plus the gated
  *    features: the sandbox is a world of its own (its accounts are not
  *    seen on the production host), so a key granted there unlocks nothing
  *    in production, and a client can try every gated operation there.

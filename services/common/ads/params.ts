@@ -19,7 +19,7 @@ interface NumberRule {
 /**
  * Typed readers over one parameter source (query string or JSON body). Each
  * reader validates and throws the ads error naming the parameter, so route
- * code reads like the spec's parameter tables. Query readers also record how
+ * code reads like the platform's parameter tables. Query readers also record how
  * the parameter is echoed in `request.params` (lists as arrays, times
  * normalized), so a route's echo follows from the parameters it parses.
  */

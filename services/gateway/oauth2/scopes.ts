@@ -4,7 +4,7 @@
  * sentence the approval page shows the user.
  *
  * The platform spells the follow scopes `follows.read` / `follows.write`;
- * the service spec writes `follow.read`. Both are accepted and the
+ * the contract also names `follow.read`. Both are accepted and the
  * platform's spelling is what a grant records and a token response reports.
  */
 

@@ -9,7 +9,7 @@ import { type AudienceAccess, permissionRepo, type PermissionLevel, requireAudie
 
 /**
  * Audience sharing permissions: `/5/accounts/:account_id/tailored_audiences/
- * :tailored_audience_id/permissions` (the spec's version) and the same
+ * :tailored_audience_id/permissions` (the version the contract names) and the same
  * operations under `/12/.../custom_audiences/:custom_audience_id/permissions`
  * (the public platform's current names). Only the owning account manages
  * them; sharing stays within one business unless the owner has the

@@ -44,7 +44,7 @@ export function uploadCounts(outcome: UploadOutcome): { perOperation: Array<{ su
 }
 
 /**
- * The spec's batch rule: success_count == total_count == records sent, or
+ * The contract's batch rule (docs/contract.md "Audiences"): success_count == total_count == records sent, or
  * the request is an error the client must retry. A mismatch is never
  * answered as a success (Update and Delete are idempotent, so a retry
  * converges).

@@ -19,7 +19,7 @@ import {
 import { businessCategoryOf, IAB_CODE, type ProductType } from './reference-data'
 
 /**
- * Line items ("ad groups") and every rule the spec puts on them. The rules
+ * Line items ("ad groups") and every rule the contract puts on them. The rules
  * run on the line item as it would be after the request (create: the new
  * item; PUT: the stored item with the request applied), so a rule holds no
  * matter which request tries to break it; the error names the parameter

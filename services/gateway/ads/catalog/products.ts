@@ -16,7 +16,7 @@ export const AGE_GROUP = ['adult', 'all ages', 'teen', 'kids', 'toddler', 'infan
 export const MAX_TITLE = 150
 export const MAX_DESCRIPTION = 5000
 export const MAX_ADDITIONAL_IMAGES = 10
-/** Lengths the spec leaves open, kept at the public merchant-feed conventions. */
+/** Lengths the contract leaves open, kept at the public merchant-feed conventions. */
 export const MAX_ID = 100
 export const MAX_SHORT_TEXT = 100
 export const MAX_LONG_TEXT = 750
