@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { BusMessage } from '../../common/bus/types'
+import { carriedTraceparent } from '../../common/tracing'
 import type { AccountActivity } from '../account-activity'
 import type { WebhookMetrics } from '../metrics'
 import type { NewDelivery } from './intake'
@@ -40,7 +41,9 @@ export async function onDeliveries(deps: ConsumerDeps, messages: BusMessage[]): 
       continue
     }
     if (v.webhook_id === undefined) continue // stream-only subscription
+    const traceparent = carriedTraceparent(message.headers)
     accepted.push({
+      ...(traceparent !== undefined ? { traceparent } : {}),
       delivery_id: v.delivery_id,
       webhook_id: v.webhook_id,
       app_id: v.app_id,
