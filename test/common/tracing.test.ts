@@ -8,7 +8,8 @@ import { startOtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver'
  * ingested event gives one trace: the ingest request's spans, the matcher's
  * span of the event (their child), and as the match span's children every
  * webhook attempt (the retry too, read back from the store) and the stream
- * write of its line. The webhook POST carries no trace header to the
+ * write of its line; an Account Activity delivery's attempt is a child of
+ * the ingest request (no match in between). The webhook POST carries no trace header to the
  * customer. test/system/tracing.test.ts proves the same across `make up`'s
  * processes and Kafka.
  */
@@ -39,7 +40,7 @@ t.test('one event: ingest, match, every webhook attempt and the stream write sha
   t.equal(startTracing('embedded'), true)
   t.equal(tracingOn(), true)
   // Loaded after the SDK started, as a service's main does.
-  const { startTestRuntime, eventually } = await import('../helper')
+  const { createIdentity, eventually, oauth1Request, startTestRuntime } = await import('../helper')
   const { registerWebhook, FAST_ENV } = await import('../webhooks/support')
   const { ingest, nextUserId, openHttpStream, OPERATOR_TOKEN, sampleEvent, subscribe } = await import('../activity/support')
 
@@ -95,6 +96,18 @@ t.test('one event: ingest, match, every webhook attempt and the stream write sha
   t.equal(write.parentSpanId, match.spanId, 'the stream write is a child of the match')
   t.match(write.attributes, { 'gateway.lines': 1, 'gateway.app_id': id.app.id, 'gateway.transport': 'http' })
   t.type(write.attributes['gateway.connection_id'], 'string')
+
+  // Account Activity: routed from activity.events by the webhooks service itself, no match in between.
+  const alice = await createIdentity(rt.ctx.store, { app: id.app })
+  const aaa = await oauth1Request('POST', `${rt.baseUrl}/2/account_activity/webhooks/${webhookId}/subscriptions/all`, alice)
+  t.equal(aaa.status, 200, aaa.text)
+  const aaaIngest = await ingest(rt.baseUrl, [sampleEvent('post.create', alice.user.id)], OPERATOR_TOKEN)
+  t.equal(aaaIngest.status, 200)
+  const aaaAttempt = await eventually(() => collector.spans.find((s) => s.name === 'webhook.attempt' && s.attributes['gateway.source'] === 'account-activity'), 10_000)
+  const aaaParent = await eventually(() => collector.spans.find((s) => s.spanId === aaaAttempt.parentSpanId), 10_000)
+  t.equal(aaaParent.traceId, aaaAttempt.traceId)
+  t.equal(aaaParent.attributes['http.route'], '/admin/activity/events', 'an Account Activity attempt is a child of the ingest request')
+
   const everything = JSON.stringify(trace)
   t.notOk(everything.includes(id.app.consumer_secret) || everything.includes(String((event.payload as { text?: string }).text ?? '\u0000')), 'no secret or body in the spans')
 })
