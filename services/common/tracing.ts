@@ -26,6 +26,9 @@ const TRACER_NAME = 'activity-gateway'
 /** Requests that are probes, not work: no trace for each poll of a load balancer or scraper. */
 const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics'])
 
+/** How long a shutting-down process waits for its last spans to leave. */
+const SHUTDOWN_FLUSH_MS = 2000
+
 let on = false
 let shutdown: (() => Promise<void>) | undefined
 
@@ -58,6 +61,18 @@ export function tracingOn(): boolean {
 export function startTracing(serviceName: string): boolean {
   const env = process.env
   if (on || !tracingRequested(env)) return on
+  try {
+    shutdown = startSdk(serviceName, env)
+    on = true
+  } catch (err) {
+    // Tracing is an aid: a setting the SDK refuses leaves the service running untraced, and says so.
+    process.stderr.write(`${serviceName}: tracing not started: ${(err as Error).message}\n`)
+  }
+  return on
+}
+
+/** Starts the SDK; returns what stops it. */
+function startSdk(serviceName: string, env: NodeJS.ProcessEnv): () => Promise<void> {
   // Loaded only now: off, none of the SDK is required.
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { NodeSDK } = require('@opentelemetry/sdk-node') as typeof import('@opentelemetry/sdk-node')
@@ -83,9 +98,7 @@ export function startTracing(serviceName: string): boolean {
     ]
   })
   sdk.start()
-  on = true
-  shutdown = () => sdk.shutdown()
-  return true
+  return () => sdk.shutdown()
 }
 
 /** Flushes the spans not yet exported and stops the SDK (at shutdown); nothing to do when tracing is off. */
@@ -93,7 +106,11 @@ export async function stopTracing(): Promise<void> {
   const stop = shutdown
   shutdown = undefined
   on = false
-  if (stop) await stop().catch(() => undefined)
+  if (!stop) return
+  // A collector that does not answer must not hold the shutdown (the exporter's own timeout is 10 s).
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([stop().catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, SHUTDOWN_FLUSH_MS)))])
+  clearTimeout(timer)
 }
 
 function tracer() {
