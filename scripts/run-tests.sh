@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
-LONG=(test/system/faults-processes.test.ts test/system/faults-infra.test.ts test/system/redis-cluster-failover.test.ts test/common/up.test.ts test/system/fuzz.test.ts)
+LONG=(test/system/faults-processes.test.ts test/system/faults-infra.test.ts test/system/redis-cluster-failover.test.ts test/common/up.test.ts test/system/tracing.test.ts test/system/fuzz.test.ts)
 
 # tap's last line: "# { total: 40, pass: 38, fail: 1, skip: 1 }"
 count() {

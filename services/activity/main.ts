@@ -1,3 +1,7 @@
+// Tracing starts before anything loads node:http or fastify, which its instrumentations patch as they load.
+import { startTracing } from '../common/tracing'
+startTracing('activity')
+
 import { runMain } from '../common/main'
 import { activityService } from './service'
 

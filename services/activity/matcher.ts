@@ -1,7 +1,8 @@
-import type { BusMessage } from '../common/bus/types'
+import type { BusMessage, OutgoingMessage } from '../common/bus/types'
 import { TOPICS } from '../common/bus/types'
 import type { ServiceContext } from '../common/context'
 import { describeErrors } from '../common/schemas'
+import { consumerSpan, contextOf, endSpan, headersOf, tracingOn, type Span } from '../common/tracing'
 import type { Worker } from '../common/service'
 import { buildDelivery, type Delivery } from './deliveries'
 import { type ActivityEvent, subscriptionMatches, textFields } from './subscription-filter'
@@ -53,17 +54,31 @@ export function matchEvent(event: ActivityEvent, candidates: Subscription[], now
   return out
 }
 
+/** What a match span says of its event: where it came from and what it is (never its payload). */
+function matchAttributes(bus: 'memory' | 'kafka', message: BusMessage, event: ActivityEvent): Record<string, string | number> {
+  return {
+    'messaging.system': bus,
+    'messaging.destination.name': message.topic,
+    'messaging.operation.type': 'process',
+    'messaging.destination.partition.id': String(message.partition),
+    'messaging.kafka.offset': Number(message.offset),
+    'gateway.event_type': event.event_type,
+    'gateway.event_uuid': event.event_uuid
+  }
+}
+
 export async function startMatcher(ctx: ServiceContext): Promise<Worker> {
   const subscriptions = new SubscriptionStore(ctx.store, ctx.config.subscriptionLimitPerApp)
   const metrics = activityMetrics(ctx)
   const validate = ctx.schemas.validator(`events/${TOPICS.activityEvents}`)
 
-  /** The batch's valid events; malformed ones are counted and skipped (retrying cannot fix them). */
-  const validEvents = (messages: BusMessage[]): ActivityEvent[] => {
+  /** The batch's valid events (and, traced, their messages); malformed ones are counted and skipped (retrying cannot fix them). */
+  const validEvents = (messages: BusMessage[], sources?: BusMessage[]): ActivityEvent[] => {
     const out: ActivityEvent[] = []
     for (const message of messages) {
       if (validate(message.value)) {
         out.push(message.value as ActivityEvent)
+        sources?.push(message)
         continue
       }
       // Producers validate before publishing; a message that still fails was written around the bus contract.
@@ -76,7 +91,24 @@ export async function startMatcher(ctx: ServiceContext): Promise<Worker> {
 
   const batchHandler = async (messages: BusMessage[]): Promise<void> => {
     const started = process.hrtime.bigint()
-    const events = validEvents(messages)
+    const sources = tracingOn() ? ([] as BusMessage[]) : undefined
+    const events = validEvents(messages, sources)
+    // Traced: one span per event, a child of its ingest's, parent of its deliveries' handling.
+    const spans = sources?.map((m, i) => consumerSpan('activity.match', contextOf(m.headers), matchAttributes(ctx.bus.kind, m, events[i] as ActivityEvent)))
+    try {
+      await matchAndPublish(events, spans)
+    } catch (err) {
+      for (const span of spans ?? []) endSpan(span, err)
+      throw err
+    }
+    for (const span of spans ?? []) endSpan(span)
+    // Per event, as before batching: the histogram keeps its meaning.
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9 / Math.max(1, messages.length)
+    for (let i = 0; i < messages.length; i++) metrics.matchSeconds.observe(seconds)
+  }
+
+  /** The events' deliveries, published in one publishMany; each carries its event's span (traced) as its trace context. */
+  const matchAndPublish = async (events: ActivityEvent[], spans: Array<Span | undefined> | undefined): Promise<void> => {
     // One lookup per distinct (event_type, user_id), all issued in this turn: one pipelined round trip.
     const lookups = new Map<string, Promise<Subscription[]>>()
     for (const e of events) {
@@ -86,16 +118,17 @@ export async function startMatcher(ctx: ServiceContext): Promise<Worker> {
     const found = new Map<string, Subscription[]>()
     await Promise.all([...lookups].map(async ([k, p]) => found.set(k, await p)))
     const now = new Date()
-    const deliveries: Delivery[] = []
-    for (const e of events) {
+    const deliveries: OutgoingMessage[] = []
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i] as ActivityEvent
       const matched = matchEvent(e, found.get(`${e.event_type}\u0000${e.user_id}`) ?? [], now)
       if (matched.length > 0) metrics.matched.inc({ event_type: e.event_type }, matched.length)
-      deliveries.push(...matched)
+      const span = spans?.[i]
+      span?.setAttribute('gateway.deliveries', matched.length)
+      const headers = headersOf(span)
+      for (const d of matched) deliveries.push(headers ? { key: deliveryKey(d), value: d, headers } : { key: deliveryKey(d), value: d })
     }
-    if (deliveries.length > 0) await ctx.bus.publishMany(TOPICS.activityDeliveries, deliveries.map((d) => ({ key: deliveryKey(d), value: d })))
-    // Per event, as before batching: the histogram keeps its meaning.
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9 / Math.max(1, messages.length)
-    for (let i = 0; i < messages.length; i++) metrics.matchSeconds.observe(seconds)
+    if (deliveries.length > 0) await ctx.bus.publishMany(TOPICS.activityDeliveries, deliveries)
   }
 
   const migrated = await subscriptions.migrateLegacyIndex()

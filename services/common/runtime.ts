@@ -6,6 +6,7 @@ import { markSandboxHost } from './ads/world'
 import { buildServer } from './server'
 import { startPresence } from './console/presence'
 import type { ServiceDefinition, Worker } from './service'
+import { stopTracing } from './tracing'
 
 /**
  * Starts services on a context: routes on the main server (PORT), sandbox
@@ -142,7 +143,8 @@ export function closeOnSignals(runtime: Runtime): void {
     }, runtime.ctx.config.shutdownGraceMs)
     timer.unref()
     runtime.close().then(
-      () => process.exit(0),
+      // The spans of the last requests and batches are exported before the process ends.
+      () => stopTracing().then(() => process.exit(0)),
       (err) => {
         runtime.ctx.log.error({ err }, 'shutdown failed')
         process.exit(1)

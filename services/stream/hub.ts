@@ -11,6 +11,8 @@ import { createStreamMetrics, type StreamMetrics } from './metrics'
 import type { StreamConnection } from './connections'
 import { ConnectionRegistry, type Lease } from './registry'
 import { streamNodeSettings, type StreamNodeSettings } from './settings'
+import { contextOf, endSpan, tracingOn, type Context } from '../common/tracing'
+import { writeSpan } from './write-span'
 
 /**
  * One stream node's state: its open connections by application, its recent
@@ -189,13 +191,15 @@ export class StreamHub {
    * the usage-capped Problem. Returns the events written per app (the posts
    * each consumed on this node).
    */
-  dispatchBatch(items: Array<{ delivery: Pick<Delivery, 'app_id' | 'envelope'>; publishedAt: number }>, allowance?: UsageAllowance): Map<string, number> {
+  dispatchBatch(items: Array<{ delivery: Pick<Delivery, 'app_id' | 'envelope'>; publishedAt: number; trace?: Context | undefined }>, allowance?: UsageAllowance): Map<string, number> {
     const pending = new Map<StreamConnection, string[]>()
+    // Traced: the trace context of each line, per connection (each write's span is their child, linked).
+    const traces = tracingOn() ? new Map<StreamConnection, Array<Context | undefined>>() : undefined
     const consumed = new Map<string, number>()
     const capped = new Map<string, CapHit | undefined>()
     const liveSince = this.consumingSince
     const oldest = Date.now() - this.ctx.config.streamBackfillMs
-    for (const { delivery, publishedAt } of items) {
+    for (const { delivery, publishedAt, trace } of items) {
       this.metrics.received.inc()
       const missed = publishedAt < liveSince
       if (missed && publishedAt < oldest) {
@@ -218,9 +222,17 @@ export class StreamHub {
         const lines = pending.get(conn)
         if (lines) lines.push(line)
         else pending.set(conn, [line])
+        const traced = traces?.get(conn)
+        if (traced) traced.push(trace)
+        else traces?.set(conn, [trace])
       }
     }
-    for (const [conn, lines] of pending) if (this.leases.has(conn)) this.deliver(conn, lines)
+    for (const [conn, lines] of pending) {
+      if (!this.leases.has(conn)) continue
+      const span = traces ? writeSpan(conn, lines.length, traces.get(conn) ?? []) : undefined
+      this.deliver(conn, lines)
+      endSpan(span)
+    }
     for (const [appId, hit] of capped) {
       if (!hit) continue
       for (const conn of [...(this.byApp.get(appId) ?? [])]) this.capDisconnect(conn, hit)
@@ -331,7 +343,7 @@ export class StreamHub {
       fromBeginning: false,
       maxBatch: FANOUT_BATCH,
       batchHandler: async (messages: BusMessage[]) => {
-        const items: Array<{ delivery: Delivery; publishedAt: number }> = []
+        const items: Array<{ delivery: Delivery; publishedAt: number; trace: Context | undefined }> = []
         for (const message of messages) {
           const delivery = message.value as Partial<Delivery> | undefined
           if (typeof delivery?.app_id !== 'string' || typeof delivery.envelope !== 'object' || delivery.envelope === null) {
@@ -339,7 +351,7 @@ export class StreamHub {
             log.warn({ partition: message.partition, offset: message.offset }, 'skipping a delivery without app_id or envelope')
             continue
           }
-          items.push({ delivery: delivery as Delivery, publishedAt: Number.isFinite(message.timestamp) ? message.timestamp : Date.now() })
+          items.push({ delivery: delivery as Delivery, publishedAt: Number.isFinite(message.timestamp) ? message.timestamp : Date.now(), trace: contextOf(message.headers) })
         }
         // Usage caps of the apps with streams here (the meter reads the store at most once a second per app);
         // with the store unreachable the events still flow, counted once it is back.

@@ -144,7 +144,7 @@ export class AccountActivity {
    * batch), in event order. Most events have no Account Activity
    * subscriber at all: they cost one SMEMBERS answer in a pipeline.
    */
-  async onEvents(events: ActivityEventMessage[]): Promise<number> {
+  async onEvents(events: ActivityEventMessage[], traceparents?: Array<string | undefined>): Promise<number> {
     if (events.length === 0) return 0
     const users = [...new Set(events.map((e) => e.user_id))]
     const sets = await Promise.all(users.map((u) => this.store.smembers(WebhookKeys.userWebhooks(u))))
@@ -157,7 +157,9 @@ export class AccountActivity {
     const stale = new Map<string, string[]>()
     const list: NewDelivery[] = []
     const now = Date.now()
-    for (const event of events) {
+    for (const [i, event] of events.entries()) {
+      // Traced: each delivery's attempts are children of the span that published its event (the ingest).
+      const traceparent = traceparents?.[i]
       for (const webhookId of webhooksOf.get(event.user_id) ?? []) {
         const webhook = webhookById.get(webhookId)
         if (!webhook) {
@@ -175,6 +177,7 @@ export class AccountActivity {
           for_user_id: event.user_id,
           body: entry.body,
           ...(entry.eventType === undefined ? {} : { event_type: entry.eventType }),
+          ...(traceparent === undefined ? {} : { traceparent }),
           event_time: eventTime(event.created_at, now)
         })
       }

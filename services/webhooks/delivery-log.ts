@@ -65,6 +65,8 @@ export interface DeliveryRecord {
    * record is rewritten at every outcome anyway, so an attempt's entry costs no write of its own.
    */
   attempt_log?: AttemptEntry[]
+  /** W3C traceparent of the span that matched it (kept only while tracing is on): every attempt's span is its child. */
+  traceparent?: string
 }
 
 /** The write that lists a delivery in its webhook's log (by event time). */

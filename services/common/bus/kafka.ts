@@ -6,6 +6,7 @@ import { GoneCounts } from './gone'
 import { murmur2 } from './partitioner'
 import { DEFAULTS, kafkaLogLevel, OFFSET_RESET_MESSAGE, pinoLogCreator, type KafkaBusOptions, type Settings } from './kafka-settings'
 import type { Assignment, Bus, Consumer, Gone, GroupMembership, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
+import { outgoingHeaders } from '../tracing'
 
 export { fetchGroupOffsets, listGroups } from './kafka-admin'
 export type { KafkaBusOptions } from './kafka-settings'
@@ -134,7 +135,7 @@ export class KafkaBus implements Bus, LagSource, GroupMembership {
   publishMany(topic: string, messages: OutgoingMessage[]): Promise<void> {
     if (this.producerClosed) return Promise.reject(new Error('bus is closed'))
     if (messages.length === 0) return Promise.resolve()
-    const encoded: Message[] = messages.map((m) => ({ key: m.key, value: JSON.stringify(m.value), headers: { ...(m.headers ?? {}) } }))
+    const encoded: Message[] = messages.map((m) => ({ key: m.key, value: JSON.stringify(m.value), headers: outgoingHeaders(m.headers) }))
     const bytes = encoded.reduce((n, m) => n + (m.value as string).length + (m.key as string).length, 0)
     return new Promise((resolve, reject) => {
       this.outbox.push({ topic, messages: encoded, bytes, resolve, reject })

@@ -4,6 +4,7 @@ import { partitionFor } from './partitioner'
 import { MemoryConsumer, type ConsumerHost, type Group } from './memory-consumer'
 import { loadTopics } from './topics'
 import type { Assignment, Bus, BusMessage, Consumer, Gone, GroupOffsets, Headers, LagSource, OutgoingMessage, SubscribeOptions } from './types'
+import { outgoingHeaders } from '../tracing'
 
 /**
  * In-process bus with Kafka's semantics (partitions by key, consumer groups
@@ -127,7 +128,7 @@ export class MemoryBus implements Bus, LagSource, ConsumerHost {
       const offset = next[p] as number
       next[p] = offset + 1
       // Consumers get the value as Kafka would hand it over: decoded JSON, never the producer's object.
-      const message: BusMessage = { topic, partition: p, offset: String(offset), key: m.key, value: JSON.parse(json) as unknown, headers: { ...(m.headers ?? {}) }, timestamp: now }
+      const message: BusMessage = { topic, partition: p, offset: String(offset), key: m.key, value: JSON.parse(json) as unknown, headers: outgoingHeaders(m.headers), timestamp: now }
       return { message, json }
     })
     this.journal?.appendMessages(topic, encoded.map((e) => encodeMessage(e.message, e.json)).join(''))

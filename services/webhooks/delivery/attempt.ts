@@ -6,6 +6,7 @@ import type { Store, StoreOp } from '../../common/store/types'
 import { type AttemptLog, RESPONSE_BODY_KEEP } from './attempt-log'
 import { logEntryOp, type DeliveryRecord, type DeliveryStatus } from '../delivery-log'
 import type { FirstAttempt } from './first-attempt'
+import { endAttemptSpan, startAttemptSpan } from './attempt-span'
 import type { HttpOutcome, WebhookClient } from '../http-client'
 import type { DeliveryOutcome, WebhookMetrics } from '../metrics'
 import type { Webhook, WebhookRegistry } from '../registry'
@@ -85,20 +86,25 @@ export class AttemptRunner {
   async attempt(record: DeliveryRecord, webhook: Webhook | undefined, app: App | undefined, first?: FirstAttempt): Promise<{ written: Promise<void> }> {
     if (first) this.firsts.set(record, first)
     const done = { written: Promise.resolve() }
+    const span = startAttemptSpan(record, first !== undefined)
     if (!webhook || !app || webhook.app_id !== record.app_id) {
+      endAttemptSpan(span, webhook ? 'app_deleted' : 'webhook_deleted')
       await this.finish(record, 'cancelled', { last_error: webhook ? 'the application was deleted' : 'the webhook was deleted' })
       this.count(webhook ? 'cancelled' : 'webhook_deleted')
       return done
     }
     if (webhook.disabled_at) {
+      endAttemptSpan(span, 'webhook_disabled')
       await this.deadLetter(record, 'gone', { error: 'the webhook is disabled (it answered 410 Gone)' })
       return done
     }
     if (!webhook.valid) {
+      endAttemptSpan(span, 'webhook_invalid')
       await this.fail(record, { error: `the webhook is invalid: ${webhook.invalid_reason ?? 'CRC failing'}` }, 'skipped_invalid')
       return done
     }
     const out = await this.post(webhook, app, record.body, record.delivery_id)
+    endAttemptSpan(span, out)
     // Before settle() counts the attempt: the entry is numbered after the attempts made so far.
     this.deps.attempts?.note(record, out)
     const written = this.settle(record, webhook, out).then(() =>

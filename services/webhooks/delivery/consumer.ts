@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { BusMessage } from '../../common/bus/types'
+import { carriedTraceparent, tracingOn } from '../../common/tracing'
 import type { AccountActivity } from '../account-activity'
 import type { WebhookMetrics } from '../metrics'
 import type { NewDelivery } from './intake'
@@ -40,7 +41,9 @@ export async function onDeliveries(deps: ConsumerDeps, messages: BusMessage[]): 
       continue
     }
     if (v.webhook_id === undefined) continue // stream-only subscription
+    const traceparent = carriedTraceparent(message.headers)
     accepted.push({
+      ...(traceparent !== undefined ? { traceparent } : {}),
       delivery_id: v.delivery_id,
       webhook_id: v.webhook_id,
       app_id: v.app_id,
@@ -58,10 +61,13 @@ export async function onDeliveries(deps: ConsumerDeps, messages: BusMessage[]): 
 /** A batch of `activity.events` for Account Activity subscriptions. */
 export async function onEvents(deps: ConsumerDeps, messages: BusMessage[]): Promise<void> {
   const events: ActivityEventMessage[] = []
+  const traceparents = tracingOn() ? ([] as Array<string | undefined>) : undefined
   for (const message of messages) {
     const v = message.value
-    if (isActivityEvent(v)) events.push(v)
-    else deps.log.warn({ topic: message.topic, partition: message.partition, offset: message.offset }, 'unusable activity.events message skipped')
+    if (isActivityEvent(v)) {
+      events.push(v)
+      traceparents?.push(carriedTraceparent(message.headers))
+    } else deps.log.warn({ topic: message.topic, partition: message.partition, offset: message.offset }, 'unusable activity.events message skipped')
   }
-  await deps.accountActivity.onEvents(events)
+  await deps.accountActivity.onEvents(events, traceparents)
 }

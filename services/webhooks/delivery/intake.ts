@@ -11,7 +11,7 @@ import type { Webhook, WebhookRegistry } from '../registry'
  */
 
 /** A delivery as it arrives: what its record starts from (`event_type` given so no attempt parses the body for it). */
-export type NewDelivery = Pick<DeliveryRecord, 'delivery_id' | 'webhook_id' | 'app_id' | 'source' | 'event_uuid' | 'for_user_id' | 'body' | 'event_type'> & {
+export type NewDelivery = Pick<DeliveryRecord, 'delivery_id' | 'webhook_id' | 'app_id' | 'source' | 'event_uuid' | 'for_user_id' | 'body' | 'event_type' | 'traceparent'> & {
   /** Event time (ms); clamped to now. */
   event_time: number
 }
@@ -56,5 +56,6 @@ export function newRecord(d: NewDelivery, now: number): DeliveryRecord {
   if (d.event_uuid !== undefined) record.event_uuid = d.event_uuid
   if (d.event_type !== undefined) record.event_type = d.event_type
   if (d.for_user_id !== undefined) record.for_user_id = d.for_user_id
+  if (d.traceparent !== undefined) record.traceparent = d.traceparent
   return record
 }
