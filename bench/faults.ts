@@ -22,6 +22,7 @@
  *   node dist/bench/faults.js                                    (make bench-faults)
  *   FAULT_PARTS=recovery ...   (or overload; both by default)
  *   FAULT_OVERLOAD_MODES=embedded ...   (embedded,make-up by default)
+ *   FAULT_MULTIPLES=10 FAULT_PROFILE=/tmp/prof ...   (only 10x; CPU profiles, summed up by dist/bench/distributed/profile.js)
  *
  * bench-timeout: 1800
  */
@@ -46,7 +47,9 @@ const FIRST_KILL_MS = number('FAULT_FIRST_KILL_MS', 3000)
 const KILL_EVERY_MS = number('FAULT_KILL_EVERY_MS', 3000)
 const SETTLE_MS = number('FAULT_SETTLE_MS', 120_000)
 const OVERLOAD_SECONDS = number('OVERLOAD_SECONDS', 10)
-const MULTIPLES = [3, 10]
+const MULTIPLES = (process.env.FAULT_MULTIPLES ?? '3,10').split(',').map(Number)
+/** A directory for a CPU profile of every service process (written when it stops), as bench/distributed's. */
+const PROFILE_DIR = process.env.FAULT_PROFILE
 const PARTS = (process.env.FAULT_PARTS ?? 'recovery,overload').split(',')
 const OVERLOAD_MODES = (process.env.FAULT_OVERLOAD_MODES ?? 'embedded,make-up').split(',')
 const FOLLOWED = 24
@@ -193,7 +196,7 @@ function figuresLine(label: string, r: RunFigures): string {
 
 async function recovery(workDir: string): Promise<string[]> {
   const mark = stoppers.length
-  const system = await startUp(workDir, undefined, (stop) => void stoppers.push(stop), 'single')
+  const system = await startUp(workDir, PROFILE_DIR, (stop) => void stoppers.push(stop), 'single')
   try {
     const s = await scene(system)
     progress(`recovery: baseline, ${int(RATE)}/s for ${SECONDS} s without a fault`)
@@ -255,7 +258,7 @@ function arrivalRate(x: PhaseSamples, from: number, to: number): number {
 async function overload(workDir: string, mode: 'embedded' | 'make-up'): Promise<string[]> {
   const mark = stoppers.length
   const onStop = (stop: () => Promise<void>): void => void stoppers.push(stop)
-  const system = mode === 'embedded' ? await startEmbedded(workDir, undefined, onStop) : await startUp(workDir, undefined, onStop, 'single')
+  const system = mode === 'embedded' ? await startEmbedded(workDir, PROFILE_DIR, onStop) : await startUp(workDir, PROFILE_DIR, onStop, 'single')
   try {
     const s = await scene(system)
     const probeRate = number('FAULT_PROBE_RATE', mode === 'embedded' ? 8000 : 3000)
@@ -274,7 +277,7 @@ async function overload(workDir: string, mode: 'embedded' | 'make-up'): Promise<
       const r = await runPhase(s, 5 + i, rate, OVERLOAD_SECONDS, `${mode} ${multiple}x`)
       const during = arrivalRate(r.webhookSamples, r.pub.firstSend, r.pub.lastSend)
       rows.push(`| ${multiple}x capacity, ${int(rate)}/s | ${int(r.pub.published / OVERLOAD_SECONDS)} | ${int(during)} | ${((100 * during) / capacity).toFixed(0)} % | ${int(r.pub.refusals)} | ${r.complete ? 'yes' : 'NO'} |`)
-      notes.push(`${multiple}x: ${int(r.pub.published)} accepted (${int(r.pub.failed)} failed, ${int(r.pub.shortfall)} not sent in the period), ${int(r.webhook.unique)} on the webhook and ${int(r.stream.unique)} on the stream, last ${ms((r.webhook.lastArrival - r.pub.lastSend) / 1000)} s after the last batch`)
+      notes.push(`${multiple}x: ${int(r.pub.published)} accepted (${int(r.pub.failed)} failed ${JSON.stringify(r.pub.errors)}, ${int(r.pub.shortfall)} not sent in the period), ${int(r.webhook.unique)} on the webhook and ${int(r.stream.unique)} on the stream, last ${ms((r.webhook.lastArrival - r.pub.lastSend) / 1000)} s after the last batch`)
     }
     return [
       `Overload, ${mode === 'embedded' ? 'embedded (make run)' : 'make up (one Redis)'}: offered above the webhook's capacity for ${OVERLOAD_SECONDS} s each; delivered/s counts webhook arrivals while publishing.`,

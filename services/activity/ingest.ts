@@ -121,6 +121,22 @@ export function describeEventErrors(errors: ErrorObject[] | null | undefined): s
     .join('; ')
 }
 
+/** Events in a body not parsed yet: NDJSON's non-blank lines (counted, not parsed), an array's items, else one. */
+function roughCount(body: unknown): number {
+  if (Array.isArray(body)) return body.length
+  const text = (body as { ndjson?: unknown } | null)?.ndjson
+  if (typeof text !== 'string') return 1
+  let n = 0
+  let from = 0
+  while (from < text.length) {
+    let to = text.indexOf('\n', from)
+    if (to < 0) to = text.length
+    if (text.slice(from, to).trim() !== '') n++
+    from = to + 1
+  }
+  return Math.max(1, n)
+}
+
 /** Splits an NDJSON body into parsed lines (blank lines skipped, numbering kept). */
 export function parseNdjson(body: string): Array<{ line: number; value?: unknown; parseError?: string }> {
   const out: Array<{ line: number; value?: unknown; parseError?: string }> = []
@@ -150,6 +166,18 @@ export async function registerIngestRoute(app: FastifyInstance, ctx: ServiceCont
     })
 
     scope.post(INGEST_PATH, { preHandler: guard }, async (request, reply) => {
+      // Past the backlog's bound nothing more is accepted, refused before any of it is parsed or published:
+      // under overload a refusal must cost next to nothing, or refusing takes the CPU the consumers need.
+      try {
+        await backlog.admit()
+      } catch (err) {
+        if (!(err instanceof BacklogFullError)) throw err
+        metrics.rejected.inc({ reason: 'backlog-full' }, roughCount(request.body))
+        request.log.warn({ lag: err.lag, limit: err.limit, retry_after: err.retryAfterSeconds }, 'activity ingest batch refused: backlog full')
+        void reply.header('retry-after', String(err.retryAfterSeconds))
+        throw err.problem
+      }
+
       const idempotencyKey = idempotencyKeyOf(request.headers)
       const body = request.body as unknown
       let raws: Array<{ line: number; value?: unknown; parseError?: string }>
@@ -177,17 +205,6 @@ export async function registerIngestRoute(app: FastifyInstance, ctx: ServiceCont
         if (errors.length > MAX_ERRORS_LISTED) listed.push({ message: `... and ${errors.length - MAX_ERRORS_LISTED} more invalid lines`, parameters: {} })
         request.log.warn({ invalid: errors.length, total: raws.length }, 'activity ingest batch refused')
         throw Problems.invalidRequest(listed, `${errors.length} of ${raws.length} events are invalid; none was published.`)
-      }
-
-      // Past the backlog's bound nothing more is accepted: refused before any of it is published.
-      try {
-        await backlog.admit()
-      } catch (err) {
-        if (!(err instanceof BacklogFullError)) throw err
-        metrics.rejected.inc({ reason: 'backlog-full' }, events.length)
-        request.log.warn({ lag: err.lag, limit: err.limit, retry_after: err.retryAfterSeconds }, 'activity ingest batch refused: backlog full')
-        void reply.header('retry-after', String(err.retryAfterSeconds))
-        throw err.problem
       }
 
       let claim: Claim | undefined

@@ -236,7 +236,7 @@ export const SETTINGS = {
   webhookLogRetentionMs: setting('WEBHOOK_LOG_RETENTION', '7d', 'How long the delivery log keeps each delivery (inspection, re-send; replay reads the last 24 h of it).', asDuration(SECOND, TTL_MAX_MS)),
 
   // --- activity and stream ---
-  ingestBacklogLimit: setting('INGEST_BACKLOG_LIMIT', '200000', 'Undelivered messages (the consumer lag of INGEST_BACKLOG_GROUPS, summed) past which the ingest route answers 503 with Retry-After instead of accepting more: accepted events are never dropped, a publisher that honours Retry-After loses nothing. 0: never refuse.', asInt(0, 1_000_000_000)),
+  ingestBacklogLimit: setting('INGEST_BACKLOG_LIMIT', '20000', 'Undelivered messages (the consumer lag of INGEST_BACKLOG_GROUPS, summed) past which the ingest route answers 503 with Retry-After instead of accepting more: accepted events are never dropped, a publisher that honours Retry-After loses nothing. 0: never refuse.', asInt(0, 1_000_000_000)),
   ingestBacklogGroups: setting('INGEST_BACKLOG_GROUPS', 'activity-matcher,webhooks-delivery', 'Consumer groups whose lag is the backlog INGEST_BACKLOG_LIMIT bounds: the matcher and the webhooks delivery consumer (a receiver that fails does not count: its deliveries wait in the retry schedule, not on the bus).', asList),
   subscriptionLimitPerApp: setting('SUBSCRIPTION_LIMIT_PER_APP', '1500', 'Activity subscriptions per application.', asInt(1, 10_000_000)),
   streamConnectionsPerApp: setting('STREAM_CONNECTIONS_PER_APP', '2', 'Concurrent stream connections per application.', asInt(1, 100_000)),

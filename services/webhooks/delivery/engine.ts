@@ -114,6 +114,8 @@ const SCHEDULER_DEEP_EVERY_MS = 1000
  */
 const MAX_WRITING = 1024
 
+/** Longest a consumed batch waits for room in its webhooks' lanes (holdWhileBusy). */
+const HOLD_MS = 2000
 /** How often the scheduler drops this process's leases that ran out (leases.ts). */
 const TRIM_EVERY_MS = 5000
 
@@ -166,6 +168,7 @@ export class DeliveryEngine {
    */
   async acceptMany(list: NewDelivery[]): Promise<AcceptResult[]> {
     const { store } = this.deps
+    await this.holdWhileBusy(list)
     const { webhookOf, appOf, existing } = await readIntake(store, this.deps.registry, list)
     const now = Date.now()
     const results: AcceptResult[] = []
@@ -241,6 +244,20 @@ export class DeliveryEngine {
         )
     )
     return results
+  }
+
+  /**
+   * Overload: a batch whose webhooks' lanes here are full, and still answering, waits for room
+   * (up to HOLD_MS). The backlog then stays on the bus, in order and at no cost, and shows as the
+   * consumer's lag, which the ingest route's backpressure bounds; taken in, it would be written to the
+   * store as pending, claimed and read again later: work the lanes' capacity then lacks. A stuck lane
+   * (a slow receiver) is not waited for: its deliveries go to the retry schedule as before.
+   */
+  private async holdWhileBusy(list: NewDelivery[]): Promise<void> {
+    const counts = new Map<string, number>()
+    for (const d of list) counts.set(d.webhook_id, (counts.get(d.webhook_id) ?? 0) + 1)
+    const deadline = Date.now() + HOLD_MS
+    await Promise.all([...counts].map(([webhookId, n]) => this.lanes.waitForRoom(webhookId, n, deadline)))
   }
 
   private async repairSchedule(entry: Scheduled): Promise<void> {

@@ -10,6 +10,10 @@
 
 /** Queued deliveries per lane beyond those in flight. */
 const QUEUE_FACTOR = 32
+/** A full lane with no answer for this long is stuck (a slow or hanging receiver), not merely busy. */
+const STUCK_MS = 500
+/** How often a wait for room looks again. */
+const ROOM_POLL_MS = 10
 
 export interface QueuedAttempt<F> {
   deliveryId: string
@@ -18,6 +22,8 @@ export interface QueuedAttempt<F> {
 }
 
 interface Lane<F> {
+  /** When an attempt of this lane last ended. */
+  lastDone: number
   active: number
   queue: Array<QueuedAttempt<F>>
   /** A submit was refused for lack of room: the scheduler must look again when a slot frees. */
@@ -80,12 +86,28 @@ export class Lanes<F> {
     return Math.max(0, left)
   }
 
+  /**
+   * Resolves once the webhook's lane can take `n` more attempts, or its receiver looks stuck (a full
+   * lane with no answer for STUCK_MS), or at `deadline`. A busy lane that keeps answering is worth
+   * waiting for: what waits meanwhile stays on the bus (engine.ts acceptMany).
+   */
+  async waitForRoom(webhookId: string, n: number, deadline: number): Promise<void> {
+    for (;;) {
+      const lane = this.lanes.get(webhookId)
+      if (!lane || this.closing) return
+      const now = Date.now()
+      if (lane.active + lane.queue.length + Math.min(n, this.capacity) <= this.capacity) return
+      if (now - lane.lastDone > STUCK_MS || now >= deadline) return
+      await new Promise((resolve) => setTimeout(resolve, ROOM_POLL_MS))
+    }
+  }
+
   /** Queues an attempt in the webhook's lane; false when the lane is full (the scheduler retries later). */
   submit(webhookId: string, deliveryId: string, fresh: F): boolean {
     if (this.local.has(deliveryId)) return true
     let lane = this.lanes.get(webhookId)
     if (!lane) {
-      lane = { active: 0, queue: [], overflowed: false }
+      lane = { lastDone: Date.now(), active: 0, queue: [], overflowed: false }
       this.lanes.set(webhookId, lane)
     }
     if (this.closing || lane.active + lane.queue.length >= this.capacity) {
@@ -106,6 +128,7 @@ export class Lanes<F> {
         .run(webhookId, attempt)
         .catch((err: unknown) => this.hooks.failed(err, webhookId, attempt.deliveryId))
         .finally(() => {
+          lane.lastDone = Date.now()
           lane.active--
           this.local.delete(attempt.deliveryId)
           this.inflight.delete(run)
