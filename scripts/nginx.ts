@@ -161,7 +161,14 @@ function locationLines(route: Route | undefined, service: string, site: NginxSit
     `proxy_pass http://${upstreamName(service)};`,
     ...STATUSES.map((s) => `error_page ${s} = @${shape}_${s};`)
   ]
-  if (route?.idempotent) lines.push('# Idempotent (event ingest deduplicates by event_uuid): a POST that reached a dying instance is replayed on another.', 'proxy_next_upstream error timeout http_502 http_503 http_504 non_idempotent;')
+  if (route?.idempotent) {
+    lines.push(
+      '# Idempotent (event ingest deduplicates by event_uuid): a POST that reached a dying instance is replayed on another.',
+      "# Not on 503: that is the shared backlog's backpressure, the same from every instance; it goes to the publisher",
+      '# with its Retry-After, and counted as a failure it took every instance out of the upstream (502s for fail_timeout).',
+      'proxy_next_upstream error timeout http_502 http_504 non_idempotent;'
+    )
+  }
   if (route?.stream) {
     lines.push(
       '# A stream: every byte goes out as it comes, the WebSocket upgrade passes, and idle timeouts outlast the keep-alives.',

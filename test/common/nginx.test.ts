@@ -196,6 +196,28 @@ t.test('an instance that dies holding a request: only event ingest (idempotent) 
   t.equal(alive.requests.filter((r) => r.url === '/2/activity/subscriptions').length, outcomes['/2/activity/subscriptions']!.length - 1, 'the other instance never saw it')
 })
 
+t.test("ingest backpressure (503 + Retry-After, the same from every instance) reaches the publisher and takes no instance out", { skip: !NGINX }, async (t) => {
+  const ups = await oneEach(t)
+  const full: http.RequestListener = (req, res) => {
+    req.resume()
+    req.on('end', () => {
+      res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '2' })
+      res.end(JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'backlog full' }))
+    })
+  }
+  const first = await upstream(t, 'activity-1', 'answer', full)
+  const second = await upstream(t, 'activity-2', 'answer', full)
+  const proxy = await nginxWith(t, addresses({ ...ups, activity: [first, second] }))
+  const answers: Array<{ status: number; retryAfter: string | null }> = []
+  for (let i = 0; i < 6; i++) {
+    const res = await fetch(`${proxy.base}/admin/activity/events`, { method: 'POST', body: `{"event_uuid":"b${i}"}`, headers: { 'content-type': 'application/json' } })
+    await res.text()
+    answers.push({ status: res.status, retryAfter: res.headers.get('retry-after') })
+  }
+  t.same(answers.map((a) => a.status), [503, 503, 503, 503, 503, 503], `every publisher sees the 503, none a 502 of nginx's (${JSON.stringify(answers)})`)
+  t.ok(answers.every((a) => a.retryAfter === '2'), 'with its Retry-After')
+})
+
 t.test('no instance left: the error has the shape of the path\'s interface', { skip: !NGINX }, async (t) => {
   const ups = await oneEach(t)
   const proxy = await nginxWith(t, addresses(ups))
