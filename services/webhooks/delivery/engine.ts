@@ -1,5 +1,4 @@
 import type { Logger } from 'pino'
-import type { App } from '../../common/auth/records'
 import type { Bus } from '../../common/bus/types'
 import { newUuid } from '../../common/ids'
 import type { Worker } from '../../common/service'
@@ -12,13 +11,13 @@ import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from '../delivery-lo
 import type { WebhookClient } from '../http-client'
 import { WebhookKeys } from '../keys'
 import { dueAt, readDue, scheduledAt, type Scheduled } from './schedule'
-import { newRecord, readIntake, type NewDelivery } from './intake'
-import { FIRST_ATTEMPT_WAIT_MS, FirstAttempt, pendingOps, untilDurable } from './first-attempt'
+import { planIntake, readIntake, type AcceptResult, type IntakePlanDeps, type NewDelivery, type Prepared } from './intake'
+import { FIRST_ATTEMPT_WAIT_MS, type FirstAttempt, pendingOps, untilDurable } from './first-attempt'
 import { Lanes } from './lanes'
 import { leaseOp, releaseLeasesOf, trimLeases } from './leases'
 import type { WebhookMetrics } from '../metrics'
 import { PollingWorker } from '../polling'
-import type { Webhook, WebhookRegistry } from '../registry'
+import type { WebhookRegistry } from '../registry'
 import { KNOWN_KEYS } from './schedule'
 import { pullForward, resend, type ReschedulingDeps } from './rescheduling'
 
@@ -60,7 +59,6 @@ import { pullForward, resend, type ReschedulingDeps } from './rescheduling'
  * already pending when the webhook was deleted end `cancelled`.
  */
 
-export type AcceptResult = 'accepted' | 'duplicate' | 'dropped'
 
 export interface EngineOptions {
   /** Delay before attempt n+1 (index n); its length is the number of attempts. */
@@ -84,20 +82,6 @@ export interface EngineDeps {
   processId?: string
 }
 
-/**
- * What an attempt starts from when the record is already in hand: the accepting process's first
- * attempt (`claimed` false: its entry is a lease ahead, nobody else touches it), or a delivery a
- * scheduler pass claimed (claims.ts).
- */
-export interface Prepared {
-  record: DeliveryRecord
-  leaseUntil: number
-  webhook: Webhook | undefined
-  app: App | undefined
-  claimed?: boolean
-  /** A first attempt made before anything of the delivery was stored (first-attempt.ts). */
-  first?: FirstAttempt
-}
 
 /** Entries a pass reads from each shard of the schedule (twelve shards: about a thousand a pass). */
 const SCHEDULER_PAGE_PER_SHARD = 84
@@ -114,7 +98,7 @@ const SCHEDULER_DEEP_EVERY_MS = 1000
  */
 const MAX_WRITING = 1024
 
-/** Longest a consumed batch waits for room in its webhooks' lanes (holdWhileBusy). */
+/** Longest a consumed batch waits for room in its webhooks' lanes (lanes.ts holdForRoom). */
 const HOLD_MS = 2000
 /** How often the scheduler drops this process's leases that ran out (leases.ts). */
 const TRIM_EVERY_MS = 5000
@@ -131,6 +115,7 @@ export class DeliveryEngine {
   /** Claims released by the attempts of one turn go in one batch. */
   private readonly releases: WriteCoalescer
   private readonly claimDeps: ClaimDeps
+  private readonly planDeps: IntakePlanDeps
   private closing = false
   /** When a pass last read past its first page. */
   private lastDeepScan = 0
@@ -147,6 +132,15 @@ export class DeliveryEngine {
     this.runner = new AttemptRunner(deps, options)
     this.releases = new WriteCoalescer(deps.store, undefined, KNOWN_KEYS)
     this.claimDeps = { store: deps.store, registry: deps.registry, nodeId: this.nodeId, leaseMs: this.leaseMs }
+    this.planDeps = {
+      lanes: { startingSoon: (id) => this.lanes.startingSoon(id), hasRoom: (id) => this.lanes.hasRoom(id) },
+      leaseMs: this.leaseMs,
+      processId: this.nodeId,
+      dropped: (d, why) => {
+        this.runner.count(why === 'webhook deleted' ? 'webhook_deleted' : 'dropped')
+        this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, `delivery dropped: ${why}`)
+      }
+    }
     this.lanes = new Lanes<Prepared>(options.concurrency, {
       run: (webhookId, { fresh }) => this.preparedAttempt(webhookId, fresh),
       failed: (err, webhookId, deliveryId) => this.deps.logger.warn({ err, delivery_id: deliveryId, webhook_id: webhookId }, 'delivery attempt failed; it stays scheduled'),
@@ -168,59 +162,15 @@ export class DeliveryEngine {
    */
   async acceptMany(list: NewDelivery[]): Promise<AcceptResult[]> {
     const { store } = this.deps
-    await this.holdWhileBusy(list)
-    const { webhookOf, appOf, existing } = await readIntake(store, this.deps.registry, list)
-    const now = Date.now()
-    const results: AcceptResult[] = []
-    const ops: StoreOp[] = []
-    const repairs: Array<Promise<void>> = []
-    const starts: Array<{ d: NewDelivery; fresh: Prepared }> = []
-    const seen = new Set<string>()
-    /** Slots of each webhook this batch's first attempts take, as it plans. */
-    const free = new Map<string, number>()
-    list.forEach((d, i) => {
-      const webhook = webhookOf.get(d.webhook_id)
-      if (!webhook) {
-        this.runner.count('webhook_deleted')
-        this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, 'delivery for a deleted (or unknown) webhook dropped')
-        results.push('dropped')
-        return
-      }
-      if (webhook.app_id !== d.app_id) {
-        this.runner.count('dropped')
-        this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, "delivery naming another app's webhook dropped")
-        results.push('dropped')
-        return
-      }
-      const entry: Scheduled = { webhookId: d.webhook_id, deliveryId: d.delivery_id }
-      const prior = existing[i]
-      if (prior || seen.has(d.delivery_id)) {
-        // A redelivered message: the first copy's record stands. Repair a missing schedule entry.
-        if (prior?.status === 'pending') repairs.push(this.repairSchedule(entry))
-        results.push('duplicate')
-        return
-      }
-      seen.add(d.delivery_id)
-      const record = newRecord(d, now)
-      const leaseUntil = now + this.leaseMs
-      const slots = free.get(d.webhook_id) ?? this.lanes.startingSoon(d.webhook_id)
-      if (slots > 0) {
-        free.set(d.webhook_id, slots - 1)
-        starts.push({ d, fresh: { record, leaseUntil, webhook, app: appOf.get(d.app_id), first: new FirstAttempt(record, leaseUntil) } })
-      } else {
-        const startHere = this.lanes.hasRoom(d.webhook_id)
-        ops.push(...pendingOps(record, dueAt(entry, startHere ? leaseUntil : now)))
-        if (startHere) ops.push(leaseOp(this.nodeId, entry, leaseUntil))
-        if (startHere) starts.push({ d, fresh: { record, leaseUntil, webhook, app: appOf.get(d.app_id) } })
-      }
-      results.push('accepted')
-    })
+    // Overload: the backlog waits on the bus while the lanes here are full and answering (lanes.ts holdForRoom).
+    await this.lanes.holdForRoom(list.map((d) => d.webhook_id), HOLD_MS)
+    const { results, ops, repairs, starts } = planIntake(this.planDeps, list, await readIntake(store, this.deps.registry, list), Date.now())
     // Replicated: the consumer commits its offsets once this returns.
     const durable = { ...KNOWN_KEYS, replicated: true }
     // First attempts start before the others' writes: their receivers' time overlaps the store's.
     const firsts = starts.filter(({ fresh }) => fresh.first).filter(({ d, fresh }) => this.lanes.submit(d.webhook_id, d.delivery_id, fresh))
     const started = new Set(firsts.map(({ fresh }) => fresh))
-    await Promise.all([ops.length > 0 ? store.batch(ops, durable) : undefined, ...repairs])
+    await Promise.all([ops.length > 0 ? store.batch(ops, durable) : undefined, ...repairs.map((entry) => this.repairSchedule(entry))])
     const refused = starts.filter(({ d, fresh }) => (fresh.first ? !started.has(fresh) : !this.lanes.submit(d.webhook_id, d.delivery_id, fresh)))
     if (refused.length > 0) {
       // Closing meanwhile: due now, for the next process (a first attempt that never started is stored whole).
@@ -244,20 +194,6 @@ export class DeliveryEngine {
         )
     )
     return results
-  }
-
-  /**
-   * Overload: a batch whose webhooks' lanes here are full, and still answering, waits for room
-   * (up to HOLD_MS). The backlog then stays on the bus, in order and at no cost, and shows as the
-   * consumer's lag, which the ingest route's backpressure bounds; taken in, it would be written to the
-   * store as pending, claimed and read again later: work the lanes' capacity then lacks. A stuck lane
-   * (a slow receiver) is not waited for: its deliveries go to the retry schedule as before.
-   */
-  private async holdWhileBusy(list: NewDelivery[]): Promise<void> {
-    const counts = new Map<string, number>()
-    for (const d of list) counts.set(d.webhook_id, (counts.get(d.webhook_id) ?? 0) + 1)
-    const deadline = Date.now() + HOLD_MS
-    await Promise.all([...counts].map(([webhookId, n]) => this.lanes.waitForRoom(webhookId, n, deadline)))
   }
 
   private async repairSchedule(entry: Scheduled): Promise<void> {

@@ -21,9 +21,9 @@
  * themselves, name the one module they need.
  */
 
-export { DeliveryEngine, type AcceptResult, type EngineDeps, type EngineOptions, type Prepared } from './engine'
+export { DeliveryEngine, type EngineDeps, type EngineOptions } from './engine'
 export { UsageGate, HeldKeys, RELEASE_EVERY_MS, type GateResult } from './usage-gate'
-export { type NewDelivery } from './intake'
+export { type AcceptResult, type NewDelivery, type Prepared } from './intake'
 export { AttemptLog, recordEventType, type TailEntry } from './attempt-log'
 export { onDeliveries, onEvents, type ConsumerDeps } from './consumer'
 export { FIRST_ATTEMPT_HANDOVER_MS } from './first-attempt'

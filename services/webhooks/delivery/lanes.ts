@@ -89,7 +89,7 @@ export class Lanes<F> {
   /**
    * Resolves once the webhook's lane can take `n` more attempts, or its receiver looks stuck (a full
    * lane with no answer for STUCK_MS), or at `deadline`. A busy lane that keeps answering is worth
-   * waiting for: what waits meanwhile stays on the bus (engine.ts acceptMany).
+   * waiting for: what waits meanwhile stays on the bus (holdForRoom).
    */
   async waitForRoom(webhookId: string, n: number, deadline: number): Promise<void> {
     for (;;) {
@@ -100,6 +100,20 @@ export class Lanes<F> {
       if (now - lane.lastDone > STUCK_MS || now >= deadline) return
       await new Promise((resolve) => setTimeout(resolve, ROOM_POLL_MS))
     }
+  }
+
+  /**
+   * Overload: a consumed batch whose webhooks' lanes here are full, and still answering, waits for
+   * room (up to `holdMs`). The backlog then stays on the bus, in order and at no cost, and shows as
+   * the consumer's lag, which the ingest route's backpressure bounds; taken in, it would be written
+   * to the store as pending, claimed and read again later: work the lanes' capacity then lacks. A
+   * stuck lane (a slow receiver) is not waited for: its deliveries go to the retry schedule.
+   */
+  async holdForRoom(webhookIds: string[], holdMs: number): Promise<void> {
+    const counts = new Map<string, number>()
+    for (const id of webhookIds) counts.set(id, (counts.get(id) ?? 0) + 1)
+    const deadline = Date.now() + holdMs
+    await Promise.all([...counts].map(([webhookId, n]) => this.waitForRoom(webhookId, n, deadline)))
   }
 
   /** Queues an attempt in the webhook's lane; false when the lane is full (the scheduler retries later). */
