@@ -82,6 +82,32 @@ async function counter(p: ProcessRecord, name: string): Promise<number> {
   }
 }
 
+interface KillTimes {
+  name: string
+  at: number
+  restartedMs?: number
+  readyMs?: number
+}
+
+/** How long after the kill events still took: those sent within RECOVERY_WINDOW_MS after it, their slowest arrival on each side. */
+const RECOVERY_WINDOW_MS = 3000
+
+/** Each kill's timeline: restarted by supervisord, ready, and how the events sent right after it fared. */
+function recoveryTimeline(kills: KillTimes[], load: LoadGenerator, tenant: Tenant, stream: StreamClient): string[] {
+  return kills.map((k) => {
+    const after = [...load.sentAt].filter(([, at]) => at >= k.at && at < k.at + RECOVERY_WINDOW_MS)
+    const slowest = (firstAt: Map<string, number>): string => {
+      const took = after.map(([uuid, at]) => (firstAt.get(uuid) ?? Number.NaN) - at)
+      return took.some((x) => Number.isNaN(x)) ? 'some never' : `${Math.max(0, ...took)} ms`
+    }
+    const first = (firstAt: Map<string, number>): string => {
+      const arrivals = after.map(([uuid]) => firstAt.get(uuid)).filter((x): x is number => x !== undefined)
+      return arrivals.length > 0 ? `${Math.min(...arrivals) - k.at} ms` : '-'
+    }
+    return `recovery of ${k.name}: restarted ${k.restartedMs ?? '-'} ms after the kill, ready ${k.readyMs ?? '-'} ms; first event sent after it on the webhook ${first(tenant.receiver.firstAt)}, on the stream ${first(stream.firstAt)}; of the ${after.length} sent within ${RECOVERY_WINDOW_MS} ms the slowest took ${slowest(tenant.receiver.firstAt)} to the webhook, ${slowest(stream.firstAt)} to the stream`
+  })
+}
+
 interface Scene {
   system: UpSystem
   tenant: Tenant
@@ -123,6 +149,7 @@ t.test('kill -9 of each service under supervisord, through nginx: nothing lost, 
   await sleep(1000)
 
   const back: Array<Promise<void>> = []
+  const kills: KillTimes[] = []
   /** Ads posts in flight when a gateway was killed: each may be the one it held (a POST nginx does not replay). */
   let adsInFlightAtGatewayKill = 0
   for (const name of VICTIMS) {
@@ -137,9 +164,14 @@ t.test('kill -9 of each service under supervisord, through nginx: nothing lost, 
     // and so is the first one nginx writes on a keep-alive connection it cached to the dead instance: that POST
     // was sent, so nginx does not replay it (502), and only then marks the instance failed (one per nginx worker).
     if (p.service === 'gateway') adsInFlightAtGatewayKill += Math.max(inFlightBefore, ads.inFlight) + NGINX_WORKERS
+    const kill: KillTimes = { name, at: Date.now() }
+    kills.push(kill)
     back.push(
       system.waitBack(name, pid, BACK_WITHIN_MS).then(
-        (ms) => void t.ok(ms <= BACK_WITHIN_MS, `${name} (pid ${pid}) killed with SIGKILL: supervisord had it ready again on its port in ${ms} ms`),
+        ({ restartedMs, readyMs }) => {
+          Object.assign(kill, { restartedMs, readyMs })
+          t.ok(readyMs <= BACK_WITHIN_MS, `${name} (pid ${pid}) killed with SIGKILL: supervisord had it ready again on its port in ${readyMs} ms`)
+        },
         (err: Error) => void t.fail(err.message)
       )
     )
@@ -157,6 +189,7 @@ t.test('kill -9 of each service under supervisord, through nginx: nothing lost, 
     adsErrors.every(([k, n]) => k === '502' && n <= adsInFlightAtGatewayKill),
     `ads publishers saw no error but for the posts the killed gateway held: ${JSON.stringify(ads.failures)} over ${ads.published.length} posts (${adsInFlightAtGatewayKill} in flight at the kill or on a connection nginx cached to it)`
   )
+  for (const line of recoveryTimeline(kills, load, tenant, stream)) t.comment(line)
   t.ok(stream.connections >= 2, `the stream consumer reconnected through nginx after its node was killed (${stream.connections} connections: ${stream.ends.join(', ')})`)
   t.comment(`whole scenario: ${Date.now() - startedAt} ms`)
 })

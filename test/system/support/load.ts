@@ -41,6 +41,8 @@ let runCounter = 0
 
 export class LoadGenerator {
   readonly published = new Map<string, string>()
+  /** event_uuid -> when its batch was sent (ms). */
+  readonly sentAt = new Map<string, number>()
   generated = 0
   /** Slowest acknowledged request (ms): how long producers waited during a fault. */
   slowestMs = 0
@@ -121,6 +123,8 @@ export class LoadGenerator {
       names.push(uuid)
     }
     this.generated += count
+    const sent = Date.now()
+    for (const e of events) this.sentAt.set(e.uuid, sent)
     const body = `${events.map((e) => e.line).join('\n')}\n`
     const run = this.send(body).then(
       (ok) => {

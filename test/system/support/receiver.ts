@@ -29,6 +29,8 @@ function sameString(a: string, b: string): boolean {
 }
 
 export class CountingReceiver {
+  /** event_uuid -> when it first arrived (ms), activity deliveries. */
+  readonly firstAt = new Map<string, number>()
   /** event_uuid -> times received, per kind. */
   readonly received: Record<DeliveryKind, Map<string, number>> = { activity: new Map(), 'account-activity': new Map() }
   /** payload.id of activity envelopes -> times received (posts made through the ads interface are known by id only). */
@@ -153,6 +155,7 @@ export class CountingReceiver {
     }
     const map = this.received[kind]
     map.set(uuid, (map.get(uuid) ?? 0) + 1)
+    if (kind === 'activity' && !this.firstAt.has(uuid)) this.firstAt.set(uuid, Date.now())
   }
 }
 

@@ -10,6 +10,8 @@ import http from 'node:http'
 
 export class StreamClient {
   readonly received = new Map<string, number>()
+  /** event_uuid -> when it first arrived (ms). */
+  readonly firstAt = new Map<string, number>()
   /** payload.id of every envelope seen (posts made through the ads interface are known by id only). */
   readonly payloadIds = new Set<string>()
   connections = 0
@@ -117,7 +119,10 @@ export class StreamClient {
     const uuid = json.data?.event_uuid
     const payloadId = json.data?.payload?.id
     if (typeof payloadId === 'string') this.payloadIds.add(payloadId)
-    if (typeof uuid === 'string') this.received.set(uuid, (this.received.get(uuid) ?? 0) + 1)
+    if (typeof uuid === 'string') {
+      this.received.set(uuid, (this.received.get(uuid) ?? 0) + 1)
+      if (!this.firstAt.has(uuid)) this.firstAt.set(uuid, Date.now())
+    }
   }
 
   close(): void {

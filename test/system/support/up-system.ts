@@ -46,8 +46,8 @@ export interface UpSystem extends SystemView {
   pidOf(name: string): Promise<number | undefined>
   /** kill -9 of the instance's current process; returns the killed pid. */
   kill9(name: string): Promise<number>
-  /** Waits until supervisord runs the instance again under another pid and it answers /readyz; the ms it took. */
-  waitBack(name: string, killedPid: number, timeoutMs?: number): Promise<number>
+  /** Waits until supervisord runs the instance again under another pid (`restartedMs`) and it answers /readyz (`readyMs`). */
+  waitBack(name: string, killedPid: number, timeoutMs?: number): Promise<{ restartedMs: number; readyMs: number }>
 }
 
 /** How long one readiness probe may take: a process that answers slower than this is not back yet. */
@@ -153,14 +153,16 @@ export async function startUpSystem(t: Test, env: Record<string, string>): Promi
       const p = record(name)
       const probes = new ReadinessLog()
       let pid: number | undefined
+      let restartedMs: number | undefined
       while (Date.now() - from < timeoutMs) {
         pid = await pidOf(name)
         if (pid !== undefined && pid !== killedPid) {
+          restartedMs ??= Date.now() - from
           const answer = await fetch(`http://127.0.0.1:${p.port}/readyz`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) }).then(
             async (r) => ({ ok: r.ok, text: `${r.status} ${((await r.json().catch(() => ({}))) as { reason?: string }).reason ?? ''}`.trim() }),
             (err: Error) => ({ ok: false, text: probeError(err, PROBE_TIMEOUT_MS) })
           )
-          if (answer.ok) return Date.now() - from
+          if (answer.ok) return { restartedMs, readyMs: Date.now() - from }
           probes.note(`pid ${pid}: ${answer.text}`)
         } else probes.note(pid === undefined ? 'not running' : 'still the killed pid')
         await new Promise((r) => setTimeout(r, 250))
