@@ -85,7 +85,7 @@ export function sharedEnv(base: NodeJS.ProcessEnv, s: SharedSettings): Record<st
     REDIS_URL: s.redisUrl,
     REDIS_CLUSTER_NODES: (s.redisClusterNodes ?? []).join(','),
     OPERATOR_TOKEN: s.operatorToken,
-    KAFKA_SESSION_TIMEOUT: base.KAFKA_SESSION_TIMEOUT ?? '10s',
+    KAFKA_SESSION_TIMEOUT: base.KAFKA_SESSION_TIMEOUT ?? '5s',
     KAFKA_ASSIGNMENT_DELAY: base.KAFKA_ASSIGNMENT_DELAY ?? '1s'
   }
 }

@@ -76,7 +76,7 @@ t.test('each instance gets the operator environment plus what up owns', async (t
   const env = serviceEnv({ KAFKA_FETCH_MAX_WAIT: '20ms', LOG_LEVEL: 'debug', PORT: '8080', REDIS_URL: 'redis://elsewhere' }, { ...settings, service: 'stream', instance: 'stream-2' })
   t.equal(env.KAFKA_FETCH_MAX_WAIT, '20ms', 'configuration variables pass through')
   t.equal(env.LOG_LEVEL, 'debug')
-  t.match(env, { STREAM_NODE_ID: 'stream-2', PORT: '9001', SANDBOX_PORT: '9002', HOST: '127.0.0.1', KAFKA_BROKERS: '127.0.0.1:1,127.0.0.1:2', REDIS_URL: 'redis://127.0.0.1:3', OPERATOR_TOKEN: 'tok', DATA_DIR: '/run/data/stream-2', KAFKA_SESSION_TIMEOUT: '10s' })
+  t.match(env, { STREAM_NODE_ID: 'stream-2', PORT: '9001', SANDBOX_PORT: '9002', HOST: '127.0.0.1', KAFKA_BROKERS: '127.0.0.1:1,127.0.0.1:2', REDIS_URL: 'redis://127.0.0.1:3', OPERATOR_TOKEN: 'tok', DATA_DIR: '/run/data/stream-2', KAFKA_SESSION_TIMEOUT: '5s' })
   const other = serviceEnv({ KAFKA_SESSION_TIMEOUT: '4s' }, { ...settings, service: 'activity', instance: 'activity-1' })
   t.equal(other.STREAM_NODE_ID, undefined, 'only stream nodes get a node identity')
   t.equal(other.KAFKA_SESSION_TIMEOUT, '4s')
@@ -331,6 +331,9 @@ async function idempotentIngestAndTickets(t: Test, proxy: string, redisUrl: stri
       ws.on('close', (code) => resolve({ opened, code, message }))
       ws.on('error', reject)
     })
-  t.same(await open(other), { opened: true, code: 1005, message: '' }, `issued by ${issuer.name}, used on ${other.name}`)
+  // Accepted: open and closed by us (1005), no error message (an event line the node delivers meanwhile is fine).
+  const used = await open(other)
+  t.same({ opened: used.opened, code: used.code }, { opened: true, code: 1005 }, `issued by ${issuer.name}, used on ${other.name}`)
+  t.notMatch(used.message, /"errors"|Invalid or expired/, `and not refused (${used.message.slice(0, 80) || 'no message'})`)
   t.match(await open(issuer), { code: 4401, message: /Invalid or expired token/ }, `then spent, also for ${issuer.name}`)
 }
