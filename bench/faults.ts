@@ -191,7 +191,7 @@ async function killAndFollow(system: System, name: string): Promise<Kill> {
 
 function figuresLine(label: string, r: RunFigures): string {
   const lost = (x: PhaseReport): number => Math.max(0, r.pub.published - x.unique)
-  return `| ${label} | ${int(r.pub.published)} | ${int(r.pub.failed)} | ${ms(r.webhook.p50)} | ${ms(r.webhook.p99)} | ${ms(r.webhook.max)} | ${int(lost(r.webhook))} | ${int(r.webhook.duplicates)} | ${ms(r.stream.p50)} | ${ms(r.stream.p99)} | ${ms(r.stream.max)} | ${int(lost(r.stream))} | ${int(r.stream.duplicates)} |`
+  return `| ${label} | ${int(r.pub.published)} | ${int(r.pub.failed)} | ${int(r.pub.refusals)} | ${ms(r.webhook.p50)} | ${ms(r.webhook.p99)} | ${ms(r.webhook.max)} | ${int(lost(r.webhook))} | ${int(r.webhook.duplicates)} | ${ms(r.stream.p50)} | ${ms(r.stream.p99)} | ${ms(r.stream.max)} | ${int(lost(r.stream))} | ${int(r.stream.duplicates)} |`
 }
 
 async function recovery(workDir: string): Promise<string[]> {
@@ -216,8 +216,8 @@ async function recovery(workDir: string): Promise<string[]> {
     const out = [
       `Recovery: make up (one Redis; ${system.instances.map((i) => i.name).join(', ')}), ${int(RATE)} events/s for ${SECONDS} s, one webhook and one stream consumer; latency from the batch's send to the first arrival.`,
       '',
-      '| run | published | publisher errors | webhook p50 ms | webhook p99 ms | webhook max ms | webhook lost | webhook duplicates | stream p50 ms | stream p99 ms | stream max ms | stream lost | stream duplicates |',
-      '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+      '| run | published | publisher errors | batches refused with 503 (sent again after Retry-After) | webhook p50 ms | webhook p99 ms | webhook max ms | webhook lost | webhook duplicates | stream p50 ms | stream p99 ms | stream max ms | stream lost | stream duplicates |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
       figuresLine('baseline: no fault', base),
       figuresLine(`kill -9 of ${VICTIMS.length}, one every ${seconds(KILL_EVERY_MS)} s`, faulted),
       '',
