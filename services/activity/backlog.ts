@@ -25,6 +25,8 @@ export class IngestBacklog {
   private readAt = 0
   private previous: { lag: number; at: number } | undefined
   private reading: Promise<void> | undefined
+  /** Events admitted since the lag was last read: counted against the bound until the next reading sees them. */
+  private admitted = 0
 
   constructor(private readonly ctx: ServiceContext) {}
 
@@ -36,10 +38,16 @@ export class IngestBacklog {
     this.previous = this.readAt > 0 ? { lag: this.lag, at: this.readAt } : undefined
     this.lag = offsets.reduce((sum, o) => sum + Math.max(0, o.lag), 0)
     this.readAt = now
+    this.admitted = 0
   }
 
-  /** Throws the 503 Problem (its Retry-After in `retryAfterSeconds`) when the backlog is past the bound. */
-  async admit(): Promise<void> {
+  /**
+   * Admits a batch of about `events` events, or throws the 503 Problem (its Retry-After in
+   * `retryAfterSeconds`) when the backlog is past the bound. Between two readings of the lag what
+   * was admitted counts too: a flood would otherwise be let in whole for a second after a reading
+   * found room.
+   */
+  async admit(events = 1): Promise<void> {
     const limit = this.ctx.config.ingestBacklogLimit
     if (limit <= 0) return
     if (Date.now() - this.readAt >= READ_EVERY_MS) {
@@ -48,8 +56,12 @@ export class IngestBacklog {
         .finally(() => (this.reading = undefined))
       await this.reading
     }
-    if (this.lag <= limit) return
-    throw new BacklogFullError(this.lag, limit, this.retryAfterSeconds(limit))
+    const backlog = this.lag + this.admitted
+    if (backlog <= limit) {
+      this.admitted += events
+      return
+    }
+    throw new BacklogFullError(backlog, limit, this.retryAfterSeconds(limit))
   }
 
   private retryAfterSeconds(limit: number): number {

@@ -168,11 +168,12 @@ export async function registerIngestRoute(app: FastifyInstance, ctx: ServiceCont
     scope.post(INGEST_PATH, { preHandler: guard }, async (request, reply) => {
       // Past the backlog's bound nothing more is accepted, refused before any of it is parsed or published:
       // under overload a refusal must cost next to nothing, or refusing takes the CPU the consumers need.
+      const rough = roughCount(request.body)
       try {
-        await backlog.admit()
+        await backlog.admit(rough)
       } catch (err) {
         if (!(err instanceof BacklogFullError)) throw err
-        metrics.rejected.inc({ reason: 'backlog-full' }, roughCount(request.body))
+        metrics.rejected.inc({ reason: 'backlog-full' }, rough)
         request.log.warn({ lag: err.lag, limit: err.limit, retry_after: err.retryAfterSeconds }, 'activity ingest batch refused: backlog full')
         void reply.header('retry-after', String(err.retryAfterSeconds))
         throw err.problem
