@@ -14,7 +14,8 @@
  * event_uuid: `7` + phase (2 digits) + run (6) + sequence (10): numeric and
  * 19 digits as the schema wants, and the observers group arrivals by phase.
  * Each event carries `payload.bench_sent_at`: epoch ms (with a fraction) when
- * its batch was handed to the HTTP client.
+ * its batch was handed to the HTTP client (sent again after a 503's
+ * Retry-After: when it was sent again).
  */
 import { Pool } from 'undici'
 
@@ -75,12 +76,16 @@ export class Publisher {
    * One batch; resolves with its status (or the error's code). With `honourRetryAfter` a 503 that
    * carries Retry-After is the ingest route's backpressure: the same batch goes again after it.
    */
-  private async send(body: string, refused: () => void): Promise<string> {
+  private async send(body: string, sentAt: number, refused: () => void): Promise<string> {
     for (;;) {
       const { status, retryAfter } = await this.sendOnce(body)
       if (status !== '503' || retryAfter === undefined || !this.options.honourRetryAfter) return status
       refused()
       await sleep(retryAfter * 1000)
+      // Latency counts from the ingest that accepted it, not from a refused attempt: the batch goes again sent now.
+      const again = now()
+      body = body.replaceAll(`"bench_sent_at":${sentAt}}`, `"bench_sent_at":${again}}`)
+      sentAt = again
     }
   }
 
@@ -137,7 +142,7 @@ export class Publisher {
       result.lastSend = sentAt
       result.batches++
       sent += n
-      const p = this.send(body, () => result.refusals++).then((status) => {
+      const p = this.send(body, sentAt, () => result.refusals++).then((status) => {
         if (status === '200') result.published += n
         else {
           result.failed += n
