@@ -3,8 +3,7 @@ import type { Store, StoreOp } from '../../common/store/types'
 import type { DeliveryRecord } from '../delivery-log'
 import { WebhookKeys } from '../keys'
 import type { Webhook, WebhookRegistry } from '../registry'
-import { KNOWN_KEYS } from './schedule'
-import { dueAt, unscheduled } from './schedule'
+import { dueAt, KNOWN_KEYS, unscheduled } from './schedule'
 import { leaseOp } from './leases'
 
 /**

@@ -1,8 +1,7 @@
 import type { Store, StoreOp } from '../../common/store/types'
 import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from '../delivery-log'
 import { WebhookKeys } from '../keys'
-import { KNOWN_KEYS } from './schedule'
-import { dueAt } from './schedule'
+import { dueAt, KNOWN_KEYS } from './schedule'
 
 /**
  * Moving logged deliveries on the retry schedule from outside the attempt
