@@ -10,7 +10,7 @@ import { claimDue, releaseOps, type ClaimDeps, type DueDelivery } from './claims
 import type { DeliveryLog, DeliveryRecord, DeliveryStatus } from '../delivery-log'
 import type { WebhookClient } from '../http-client'
 import { WebhookKeys } from '../keys'
-import { dueAt, readDue, scheduledAt, type Scheduled } from './schedule'
+import { dueAt, KNOWN_KEYS, readDue, scheduledAt, type Scheduled } from './schedule'
 import { planIntake, readIntake, type AcceptResult, type IntakePlanDeps, type NewDelivery, type Prepared } from './intake'
 import { FIRST_ATTEMPT_WAIT_MS, type FirstAttempt, pendingOps, untilDurable } from './first-attempt'
 import { Lanes } from './lanes'
@@ -18,7 +18,6 @@ import { leaseOp, releaseLeasesOf, trimLeases } from './leases'
 import type { WebhookMetrics } from '../metrics'
 import { PollingWorker } from '../polling'
 import type { WebhookRegistry } from '../registry'
-import { KNOWN_KEYS } from './schedule'
 import { pullForward, resend, type ReschedulingDeps } from './rescheduling'
 
 
