@@ -6,8 +6,9 @@ import { AuthKeys, type AccessToken } from '../../services/common/auth/records'
 import { newSecret } from '../../services/common/ids'
 import { gatewayService } from '../../services/gateway/service'
 import { createApp, createUser, updateApp } from '../../services/gateway/identity'
-import { BACKENDS, oauthClient, OAuthClientError, send, startBackend, submitSignIn, verifierOf } from './oauth-support'
-import { authorize, CookieJar as OAuth2Jar, exchange, newClient } from './oauth2-support'
+import { BACKENDS, oauthClient, OAuthClientError, startBackend, submitSignIn, verifierOf } from '../support/fixtures/oauth'
+import { authorize, exchange, newClient } from '../support/fixtures/oauth2'
+import { send, CookieJar as OAuth2Jar } from '../support/http'
 
 /**
  * The whole three-legged OAuth 1.0a flow with real clients: the npm `oauth`

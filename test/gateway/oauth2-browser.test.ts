@@ -5,7 +5,7 @@ import { chromium, type Browser, type Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { configureClient } from '../../services/gateway/oauth2/clients'
 import { SCOPES } from '../../services/gateway/oauth2/scopes'
-import { authorizationServer, INSECURE, newClient, newUser, PASSWORD, startServer, withToken, type Client } from './oauth2-support'
+import { authorizationServer, INSECURE, newClient, newUser, PASSWORD, startServer, withToken, type Client } from '../support/fixtures/oauth2'
 
 /**
  * The whole OAuth 2.0 authorization-code flow with PKCE as a user lives it:
