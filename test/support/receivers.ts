@@ -207,3 +207,48 @@ export async function startReceiver(t: Test, secret: string, pathname = '/hook')
   t.teardown(() => r.close())
   return r
 }
+
+/** An app's OAuth callback (redirect URI) on loopback: records each URL the browser is sent back to. */
+export interface CallbackReceiver {
+  /** http://127.0.0.1:<port> */
+  origin: string
+  /** The callback URL: `${origin}/callback`. */
+  url: string
+  /** The next URL the browser brings back to the callback (15 s at most). */
+  next(): Promise<URL>
+}
+
+export async function startCallbackReceiver(t: Test): Promise<CallbackReceiver> {
+  const waiting: Array<(u: URL) => void> = []
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', `http://${req.headers.host}`)
+    if (url.pathname !== '/callback') {
+      res.writeHead(404).end()
+      return
+    }
+    waiting.shift()?.(url)
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><html lang="en"><title>Back in the app</title><p id="back">Back in the app</p></html>')
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        // The browser outlives the test and would keep its keep-alive socket open.
+        server.closeAllConnections()
+      })
+  )
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  return {
+    origin,
+    url: `${origin}/callback`,
+    next: () =>
+      new Promise<URL>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('the browser did not come back to the callback within 15 s')), 15_000)
+        waiting.push((u) => {
+          clearTimeout(timer)
+          resolve(u)
+        })
+      })
+  }
+}
