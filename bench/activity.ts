@@ -52,6 +52,7 @@ import { createApp, issueBearer } from '../services/gateway/identity'
 import { gatewayService } from '../services/gateway/service'
 import { streamService } from '../services/stream/service'
 import { deployTopicArgs, freePort, launchMockCluster, launchRedis, terminate } from '../scripts/local-infra'
+import { percentile } from './support/stats'
 
 const SUBS = Number(process.env.BENCH_ACTIVITY_SUBS ?? 100_000)
 const MATCH_EVENTS = Number(process.env.BENCH_ACTIVITY_EVENTS ?? 20_000)
@@ -84,10 +85,6 @@ function uuidOf(phase: number, i: number): string {
   return `${phase}${String(i).padStart(18, '0')}`
 }
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number
-}
 
 async function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs

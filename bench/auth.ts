@@ -20,8 +20,6 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { Pool } from 'undici'
-import { authorizationHeader } from '../services/common/auth/oauth1'
-import type { AccessToken, App } from '../services/common/auth/records'
 import { loadConfig } from '../services/common/config'
 import { createContext } from '../services/common/context'
 import { newSecret } from '../services/common/ids'
@@ -29,6 +27,8 @@ import { startRuntime } from '../services/common/runtime'
 import type { ServiceDefinition } from '../services/common/service'
 import { createApp, createUser, issueAccessToken, issueBearer } from '../services/gateway/identity'
 import { gatewayService } from '../services/gateway/service'
+import { percentile } from './support/stats'
+import { oauthHeader } from './support/oauth1'
 
 const N = Number(process.env.BENCH_AUTH_N ?? 20_000)
 const CONCURRENCY = Number(process.env.BENCH_AUTH_CONCURRENCY ?? 16)
@@ -46,10 +46,6 @@ const benchService: ServiceDefinition = {
     app.get('/2/bench/open', handler)
     app.get('/2/bench/signed', { config: { auth: { schemes: ['oauth1-user', 'bearer-app'] } } }, handler)
   }
-}
-
-function oauthHeader(method: string, url: string, app: App, token: AccessToken): string {
-  return authorizationHeader(method, url, { key: app.consumer_key, secret: app.consumer_secret }, { key: token.token, secret: token.secret })
 }
 
 type Request = { path: string; headers: Record<string, string> }
@@ -77,9 +73,6 @@ interface Row {
   samples: Sample[]
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted.length === 0 ? Number.NaN : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number)
-}
 
 /** Sends every request with CONCURRENCY in flight and times them all. */
 async function drive(pool: Pool, requests: Request[]): Promise<Sample> {

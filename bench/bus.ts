@@ -23,6 +23,7 @@ import { MemoryBus } from '../services/common/bus/memory'
 import type { Bus, BusMessage } from '../services/common/bus/types'
 import { createLogger } from '../services/common/logger'
 import { launchMockCluster, terminate } from '../scripts/local-infra'
+import { percentile } from './support/stats'
 
 const MEMORY_EVENTS = Number(process.env.BENCH_BUS_MEMORY_EVENTS ?? 50_000)
 const KAFKA_EVENTS = Number(process.env.BENCH_BUS_KAFKA_EVENTS ?? 10_000)
@@ -41,10 +42,6 @@ function event(seq: number): Record<string, unknown> {
   return { event_uuid: '00000000-0000-0000-0000-000000000000', seq, sent: performance.now(), payload: padding }
 }
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number
-}
 
 async function until(check: () => boolean, ms: number, what: string): Promise<void> {
   const deadline = Date.now() + ms

@@ -33,6 +33,7 @@ import { Observer, type PhaseReport, type PhaseSamples } from './distributed/obs
 import { Publisher, type PublishResult } from './distributed/publisher'
 import { int, ms } from './distributed/report'
 import { createCustomer, progress, registerWebhook, startEmbedded, startUp, type System } from './distributed/systems'
+import { percentile } from './support/stats'
 
 function number(name: string, fallback: number): number {
   const n = Number(process.env[name] ?? fallback)
@@ -109,9 +110,6 @@ async function drained(s: Scene, phase: number, published: number, limitMs: numb
   }
 }
 
-function percentile(sorted: Float64Array | number[], p: number): number {
-  return sorted.length === 0 ? Number.NaN : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number)
-}
 
 function latencies(x: PhaseSamples, from = -Infinity, to = Infinity): Float64Array {
   const out: number[] = []

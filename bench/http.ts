@@ -25,7 +25,6 @@ import path from 'node:path'
 import readline from 'node:readline'
 import autocannon from 'autocannon'
 import Fastify from 'fastify'
-import { authorizationHeader } from '../services/common/auth/oauth1'
 import type { AccessToken, App } from '../services/common/auth/records'
 import { loadConfig } from '../services/common/config'
 import { createContext } from '../services/common/context'
@@ -36,6 +35,7 @@ import { createAccount } from '../services/gateway/ads/accounts'
 import { createApp, createUser, issueAccessToken } from '../services/gateway/identity'
 import { gatewayService } from '../services/gateway/service'
 import { freePort, launchRedis, terminate } from '../scripts/local-infra'
+import { oauthHeader } from './support/oauth1'
 
 const SECONDS = Number(process.env.BENCH_HTTP_SECONDS ?? 10)
 const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS ?? 16)
@@ -119,10 +119,6 @@ async function stopChild(child: Child): Promise<void> {
   const timer = setTimeout(() => child.proc.kill('SIGKILL'), 10_000)
   await exited
   clearTimeout(timer)
-}
-
-function oauthHeader(method: string, url: string, app: App, token: AccessToken): string {
-  return authorizationHeader(method, url, { key: app.consumer_key, secret: app.consumer_secret }, { key: token.token, secret: token.secret })
 }
 
 interface Row {

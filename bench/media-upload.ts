@@ -14,14 +14,13 @@
  *   BENCH_MEDIA_MB=100 for a smaller file.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { createHmac } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import OAuth from 'oauth-1.0a'
 import type { AccessToken, App } from '../services/common/auth/records'
 import { MemoryStore } from '../services/common/store/memory'
 import { createApp, createUser, issueAccessToken } from '../services/gateway/identity'
+import { oauthHeader } from './support/oauth1'
 
 const TARGET_MB = Number(process.env.BENCH_MEDIA_MB ?? 500)
 const SEGMENT = 5 * 1024 * 1024
@@ -72,12 +71,7 @@ interface Ident {
 }
 
 function signer(id: Ident): (method: string, url: string) => Record<string, string> {
-  const oauth = new OAuth({
-    consumer: { key: id.app.consumer_key, secret: id.app.consumer_secret },
-    signature_method: 'HMAC-SHA1',
-    hash_function: (base, key) => createHmac('sha1', key).update(base).digest('base64')
-  })
-  return (method, url) => ({ ...oauth.toHeader(oauth.authorize({ url, method, data: {} }, { key: id.token.token, secret: id.token.secret })) })
+  return (method, url) => ({ Authorization: oauthHeader(method, url, id.app, id.token) })
 }
 
 interface Upload {

@@ -28,7 +28,8 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { freePort, launchMockCluster, launchRedis, terminate, type Launched } from '../scripts/local-infra'
-import { batch, call, createApp, ingest, latencies as latenciesOf, percentile, publishPaced, StreamReader } from './support/activity-client'
+import { batch, call, createApp, ingest, latencies as latenciesOf, publishPaced, StreamReader } from './support/activity-client'
+import { percentile } from './support/stats'
 import { startService as startServiceProcess, stopService, type ServiceChild } from './support/service-process'
 
 const RATE = Number(process.env.BENCH_PIPELINE_RATE ?? 200)

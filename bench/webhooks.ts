@@ -25,6 +25,7 @@ import { createContext } from '../services/common/context'
 import { startRuntime } from '../services/common/runtime'
 import { createApp, issueBearer } from '../services/gateway/identity'
 import { webhooksService } from '../services/webhooks/service'
+import { percentile } from './support/stats'
 
 const N = Number(process.env.BENCH_WEBHOOK_N ?? 5000)
 const CONCURRENCY = Number(process.env.BENCH_WEBHOOK_CONCURRENCY ?? 8)
@@ -118,10 +119,6 @@ function envelope(uuid: string): Record<string, unknown> {
   }
 }
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number
-}
 
 // ---------------------------------------------------------------- baseline
 

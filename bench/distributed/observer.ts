@@ -23,6 +23,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { parentPort, workerData } from 'node:worker_threads'
+import { percentile } from '../support/stats'
 
 export type ObserverKind = 'webhook' | 'stream'
 
@@ -117,9 +118,6 @@ function phase(n: number): Phase {
   return p
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted.length === 0 ? Number.NaN : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number)
-}
 
 /** Reads an envelope (`{"data":{"event_uuid":..,"payload":{"bench_sent_at":..}}}`); undefined for anything else. */
 function envelope(text: string): { uuid: string; sentAt: number } | undefined {

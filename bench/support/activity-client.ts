@@ -152,6 +152,3 @@ export function latencies(sentAt: Map<string, number>, arrivals: Map<string, num
   return out.sort((a, b) => a - b)
 }
 
-export function percentile(sorted: number[], p: number): number {
-  return sorted.length === 0 ? Number.NaN : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number)
-}

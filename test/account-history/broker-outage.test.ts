@@ -1,8 +1,8 @@
 import t from 'tap'
-import { eventually } from '../helper'
+import { eventually } from '../support/util'
 import { kafkaBus, redisStore, startKafka, startRedis } from '../support/infra'
-import { outboxDepth } from '../ads/change-fixtures'
-import { advertiser, historyOf, sharedStore, startGateway, startHistory } from './support'
+import { outboxDepth } from '../support/fixtures/change'
+import { advertiser, historyOf, sharedStore, startGateway, startHistory } from '../support/fixtures/account-history'
 
 /**
  * "Impossible to lose an event" through a broker outage: with every Kafka

@@ -6,8 +6,10 @@ import { createLogger } from '../../services/common/logger'
 import { MemoryStore } from '../../services/common/store/memory'
 import { grantAccountAccess } from '../../services/gateway/ads/accounts'
 import { HISTORY_GROUP } from '../../services/account-history/history-consumer'
-import { createIdentity, eventually, oauth1Request, startTestRuntime, tempDir } from '../helper'
-import { adsError } from '../ads/campaigns-fixtures'
+import { adsError } from '../support/fixtures/campaigns'
+import { oauth1Request } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually, tempDir } from '../support/util'
 import {
   type HistoryEntryBody,
   advertiser,
@@ -19,7 +21,7 @@ import {
   startGateway,
   startHistory,
   window
-} from './support'
+} from '../support/fixtures/account-history'
 
 /**
  * Account history in embedded mode: the whole runtime (every service, one

@@ -3,9 +3,9 @@ import type { KafkaBus } from '../../services/common/bus/kafka'
 import { type GroupOffsets, TOPICS } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
 import { HISTORY_GROUP } from '../../services/account-history/history-consumer'
-import { eventually } from '../helper'
+import { eventually } from '../support/util'
 import { kafkaBus, redisStore, startKafka, startRedis } from '../support/infra'
-import { advertiser, campaignAndLineItemLifecycle, checkLifecycleHistory, historyOf, startGateway, startHistory } from './support'
+import { advertiser, campaignAndLineItemLifecycle, checkLifecycleHistory, historyOf, startGateway, startHistory } from '../support/fixtures/account-history'
 
 /**
  * Account history in distributed mode: the gateway and the history service

@@ -5,12 +5,13 @@ import { TOPICS } from '../../services/common/bus/types'
 import { createLogger } from '../../services/common/logger'
 import type { Runtime } from '../../services/common/runtime'
 import { queryEntries } from '../../services/account-history/history'
-import { oauth1Request, startTestRuntime } from '../helper'
+import { adsError } from '../support/fixtures/campaigns'
+import { libraryMedia, png } from '../support/fixtures/media'
+import { oauth1Request } from '../support/http'
+import { startTestRuntime } from '../support/runtime'
 import { redisStore, startRedis } from '../support/infra'
-import { adsError } from '../ads/campaigns-fixtures'
-import { createAdsIdentity } from '../ads/helper'
-import { libraryMedia, png } from '../ads/media-fixtures'
-import { type Advertiser, advertiser, type HistoryEntryBody, historyOf, sharedBus, startGateway, startHistory, window } from './support'
+import { createAdsIdentity } from '../support/fixtures/ads'
+import { type Advertiser, advertiser, type HistoryEntryBody, historyOf, sharedBus, startGateway, startHistory, window } from '../support/fixtures/account-history'
 
 /**
  * The order of an entity's history is the order its changes were made (the

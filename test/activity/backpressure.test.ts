@@ -2,9 +2,10 @@ import t from 'tap'
 import { activityService } from '../../services/activity/service'
 import type { BusMessage } from '../../services/common/bus/types'
 import { streamService } from '../../services/stream/service'
-import { createIdentity, startTestRuntime } from '../helper'
-import { eventually, gate } from '../webhooks/support'
-import { nextUserId, openHttpStream, OPERATOR_TOKEN, sampleEvent, subscribe } from './support'
+import { gate } from '../support/receivers'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { nextUserId, openHttpStream, OPERATOR_TOKEN, sampleEvent, subscribe } from '../support/fixtures/activity'
 
 /**
  * Backpressure of the ingest route: a consumer group named in

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis'
 import t from 'tap'
 import { ActivityKeys, type Subscription, SubscriptionStore } from '../../services/activity/subscriptions'
 import { redisStore, startRedis } from '../support/infra'
-import { nextUserId } from './support'
+import { nextUserId } from '../support/fixtures/activity'
 
 /**
  * The matcher's index on a real redis-server: one round trip per event

@@ -4,8 +4,8 @@ import { activityService } from '../../services/activity/service'
 import type { BusMessage } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
 import { streamService } from '../../services/stream/service'
-import { createIdentity, startTestRuntime, type TestIdentity } from '../helper'
-import { nextUserId, openHttpStream, OPERATOR_TOKEN, sampleEvent, type StreamClient, subscribe } from './support'
+import { createIdentity, startTestRuntime, type TestIdentity } from '../support/runtime'
+import { nextUserId, openHttpStream, OPERATOR_TOKEN, sampleEvent, type StreamClient, subscribe } from '../support/fixtures/activity'
 
 /**
  * Idempotent ingest in the embedded runtime: a batch sent again with its

@@ -8,8 +8,10 @@ import { publish } from '../../services/cli/events'
 import type { BusMessage } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
 import { gatewayService } from '../../services/gateway/service'
-import { eventually, plainRequest, startTestRuntime, tempDir } from '../helper'
-import { ingest, nextUserId, OPERATOR_TOKEN, sampleEvent } from './support'
+import { scrapedValue } from '../support/metrics'
+import { startTestRuntime } from '../support/runtime'
+import { eventually, tempDir } from '../support/util'
+import { ingest, nextUserId, OPERATOR_TOKEN, sampleEvent } from '../support/fixtures/activity'
 
 const services = [gatewayService, activityService]
 
@@ -19,12 +21,6 @@ async function observe(t: Test, rt: Runtime): Promise<BusMessage[]> {
   const consumer = await rt.ctx.bus.subscribe({ groupId: `observer-${Math.random()}`, topics: ['activity.events'], handler: async (m) => void seen.push(m) })
   t.teardown(() => consumer.close())
   return seen
-}
-
-async function metricValue(rt: Runtime, name: string, labels: string): Promise<number> {
-  const text = (await plainRequest('GET', `${rt.baseUrl}/metrics`)).text
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels))
-  return line ? Number(line.split(' ').pop()) : 0
 }
 
 function sink(): Writable & { text: () => string } {
@@ -64,7 +60,7 @@ t.test('one JSON event or an NDJSON batch of every kind is published, keyed by u
   t.match(first.created_at, /Z$/, 'created_at defaults to now')
   t.same(seen.slice(1).map((m) => (m.value as { event_type: string }).event_type), [...EVENT_TYPES], 'order kept within the user key')
   t.ok(seen.every((m) => m.key === userId), 'keyed by user_id')
-  t.equal(await metricValue(rt, 'activity_events_ingested_total', 'event_type="post.create"'), 1)
+  t.equal(await scrapedValue(rt.baseUrl, 'activity_events_ingested_total', { event_type: 'post.create' }), 1)
 })
 
 t.test('a batch with invalid lines is refused whole, line by line, and counted', async (t) => {
@@ -111,10 +107,10 @@ t.test('a batch with invalid lines is refused whole, line by line, and counted',
   t.equal(after.status, 200, after.text)
   await eventually(() => seen.length >= 1)
   t.same(seen.map((m) => (m.value as { event_uuid: string }).event_uuid), after.json<{ data: { event_uuids: string[] } }>().data.event_uuids, 'nothing of the refused batch was published')
-  t.equal(await metricValue(rt, 'activity_events_rejected_total', 'reason="schema"'), 5)
-  t.equal(await metricValue(rt, 'activity_events_rejected_total', 'reason="json"'), 1)
-  t.equal(await metricValue(rt, 'activity_events_rejected_total', 'reason="event_type"'), 1)
-  t.equal(await metricValue(rt, 'activity_events_rejected_total', 'reason="inconsistent"'), 1)
+  t.equal(await scrapedValue(rt.baseUrl, 'activity_events_rejected_total', { reason: 'schema' }), 5)
+  t.equal(await scrapedValue(rt.baseUrl, 'activity_events_rejected_total', { reason: 'json' }), 1)
+  t.equal(await scrapedValue(rt.baseUrl, 'activity_events_rejected_total', { reason: 'event_type' }), 1)
+  t.equal(await scrapedValue(rt.baseUrl, 'activity_events_rejected_total', { reason: 'inconsistent' }), 1)
 })
 
 t.test('the ingest route needs the operator token and a body', async (t) => {

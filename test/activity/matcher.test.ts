@@ -12,10 +12,10 @@ import { createLogger } from '../../services/common/logger'
 import { MemoryStore } from '../../services/common/store/memory'
 import type { Store } from '../../services/common/store/types'
 import { kafkaBus, redisStore, startKafka, startRedis } from '../support/infra'
+import { testConfig } from '../support/runtime'
 import { eventually } from '../support/util'
-import { testConfig } from '../helper'
-import { callsSince, commandCalls, redisWrites, roundCountingStore } from './store-rounds'
-import { nextUserId, sampleEvent } from './support'
+import { callsSince, commandCalls, redisWrites, roundCountingStore } from '../support/store-rounds'
+import { nextUserId, sampleEvent } from '../support/fixtures/activity'
 
 /**
  * The matcher works a batch at a time: a burst of events becomes a few

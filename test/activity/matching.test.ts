@@ -5,7 +5,7 @@ import { type ActivityEvent, directionsFor, keywordMatches, textFields } from '.
 import type { Subscription } from '../../services/activity/subscriptions'
 import { matchEvent } from '../../services/activity/matcher'
 import { schemaRegistry } from '../../services/common/schemas'
-import { sampleEvent } from './support'
+import { sampleEvent } from '../support/fixtures/activity'
 
 function event(type: EventType, userId: string, options: { text?: string; sent?: boolean } = {}): ActivityEvent {
   return { event_uuid: '1445880548472328200', ...sampleEvent(type, userId, options) } as unknown as ActivityEvent

@@ -2,9 +2,10 @@ import t from 'tap'
 import type { User } from '../../services/common/auth/records'
 import type { Runtime } from '../../services/common/runtime'
 import { issueAccessToken, issueBearer } from '../../services/gateway/identity'
-import { oauth1Request } from '../helper'
-import { authorize, CookieJar, exchange, newClient, newUser, startServer, withToken, type Client } from '../gateway/oauth2-support'
-import { openWsStream, problemErrors } from './support'
+import { authorize, exchange, newClient, newUser, startServer, withToken, type Client } from '../support/fixtures/oauth2'
+import { oauth1Request, CookieJar } from '../support/http'
+import { openWsStream, problemErrors } from '../support/fixtures/activity'
+import type { Problem } from '../support/problems'
 
 /**
  * Authentication of every activity route as the OpenAPI's `security` gives it:
@@ -18,11 +19,6 @@ import { openWsStream, problemErrors } from './support'
  * 1.0a access levels override scopes.
  */
 
-interface Problem {
-  type: string
-  detail: string
-  status: number
-}
 
 const CREATE_SCOPES = 'dm.read like.read tweet.read'
 const LIST_SCOPES = 'like.read tweet.read'

@@ -1,8 +1,9 @@
 import t from 'tap'
 import { activityService } from '../../services/activity/service'
 import { gatewayService } from '../../services/gateway/service'
-import { bearerRequest, createIdentity, oauth1Request, startTestRuntime } from '../helper'
-import { nextUserId, OPERATOR_TOKEN, openApiErrors, problemErrors } from './support'
+import { bearerRequest, oauth1Request } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { nextUserId, OPERATOR_TOKEN, openApiErrors, problemErrors } from '../support/fixtures/activity'
 
 const services = [gatewayService, activityService]
 

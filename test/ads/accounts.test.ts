@@ -4,10 +4,12 @@ import t from 'tap'
 import { run as runAccounts } from '../../services/cli/accounts'
 import { projectRoot } from '../../services/common/bus/topics'
 import { createAccount, grantAccountAccess, grantFeatures } from '../../services/gateway/ads/accounts'
-import { bearerRequest, createIdentity, eventually, oauth1Request, plainRequest, startTestRuntime, type TestIdentity, type TestResponse } from '../helper'
+import { adsFixture, expectError, OPERATOR_TOKEN } from '../support/fixtures/campaigns'
+import { bearerRequest, oauth1Request, plainRequest, type TestResponse } from '../support/http'
+import { createIdentity, startTestRuntime, type TestIdentity } from '../support/runtime'
+import { eventually } from '../support/util'
 import { redisStore, startRedis } from '../support/infra'
-import { adsFixture, expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
-import { checkChain, collectChanges } from './change-fixtures'
+import { checkChain, collectChanges } from '../support/fixtures/change'
 
 /** Accounts (list, read, update), features, account apps, advertiser business categories, operator routes. */
 

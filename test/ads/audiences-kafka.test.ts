@@ -2,9 +2,10 @@ import t from 'tap'
 import { TOPICS } from '../../services/common/bus/types'
 import { newNumericId } from '../../services/common/ids'
 import { kafkaBus, redisStore, startKafka, startRedis } from '../support/infra'
-import { eventually, startTestRuntime } from '../helper'
-import { caller, collectChanges, gatewayWithWorkers, type Json, sha256 } from './audiences-fixtures'
-import { createAdsIdentity } from './helper'
+import { caller, collectChanges, gatewayWithWorkers, type Json, sha256 } from '../support/fixtures/audiences'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * The same paths in distributed mode, with the real Kafka-protocol bus

@@ -6,9 +6,12 @@ import { indexEntityChange } from '../../services/gateway/ads/audiences/targeted
 import { publishEntityChange } from '../../services/gateway/ads/entities'
 import { MemoryStore } from '../../services/common/store/memory'
 import type { Store, StoreOp } from '../../services/common/store/types'
-import { createIdentity, eventually, startTestRuntime, type TestResponse } from '../helper'
-import { caller, collectChanges, errorOf, gatewayWithWorkers, type Json, sha256 } from './audiences-fixtures'
-import { createAdsIdentity } from './helper'
+import { caller, collectChanges, gatewayWithWorkers, type Json, sha256 } from '../support/fixtures/audiences'
+import type { TestResponse } from '../support/http'
+import { adsErrorOf } from '../support/problems'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Custom audiences, their sharing permissions (/5/ and /12/), targeted
@@ -58,11 +61,11 @@ t.test('custom audiences: shape, list parameters, update, delete, ownership, ent
   })
   res = await call('POST', `12/accounts/${acct}/custom_audiences`, { query: { name: 'Developers' } })
   t.equal(res.status, 409, 'names are unique in an account')
-  t.match(errorOf(res), { code: 'DUPLICATE', parameter: 'name' })
+  t.match(adsErrorOf(res), { code: 'DUPLICATE', parameter: 'name' })
   res = await call('POST', `12/accounts/${acct}/custom_audiences`)
-  t.match(errorOf(res), { code: 'MISSING_PARAMETER', parameter: 'name' })
+  t.match(adsErrorOf(res), { code: 'MISSING_PARAMETER', parameter: 'name' })
   res = await call('POST', `12/accounts/${acct}/custom_audiences`, { query: { name: 'x'.repeat(256) } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'name' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'name' })
 
   for (const name of ['Designers', 'Dentists', 'Writers', 'Welders']) await createAudience(call, acct, name)
 
@@ -70,7 +73,7 @@ t.test('custom audiences: shape, list parameters, update, delete, ownership, ent
   for (const count of ['0', '1001', 'ten']) {
     res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { count } })
     t.equal(res.status, 400, `count=${count}`)
-    t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'count' })
+    t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'count' })
   }
   res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { count: '1000' } })
   t.equal(res.json<{ data: unknown[] }>().data.length, 5)
@@ -87,7 +90,7 @@ t.test('custom audiences: shape, list parameters, update, delete, ownership, ent
   t.same(sizes, [2, 2, 1])
   t.same(names, ['Developers', 'Designers', 'Dentists', 'Writers', 'Welders'])
   res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { with_total_count: 'true', cursor: 'abc' } })
-  t.match(errorOf(res), { code: 'EXCLUSIVE_PARAMETERS' })
+  t.match(adsErrorOf(res), { code: 'EXCLUSIVE_PARAMETERS' })
   res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { with_total_count: 'true', count: '1' } })
   t.equal(res.json<{ total_count: number }>().total_count, 5)
   res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { q: 'de' } })
@@ -95,24 +98,24 @@ t.test('custom audiences: shape, list parameters, update, delete, ownership, ent
   res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { sort_by: 'name-asc' } })
   t.same(res.json<{ data: Json[] }>().data.map((x) => x.name), ['Dentists', 'Designers', 'Developers', 'Welders', 'Writers'])
   res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { sort_by: 'size-asc' } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'sort_by' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'sort_by' })
   res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { custom_audience_ids: a.data.id as string } })
   t.same(res.json<{ data: Json[] }>().data.map((x) => x.id), [a.data.id])
   res = await call('GET', `12/accounts/${acct}/custom_audiences`, { query: { custom_audience_ids: Array.from({ length: 201 }, (_, i) => `a${i}`).join(',') } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'custom_audience_ids' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'custom_audience_ids' })
 
   res = await call('PUT', `12/accounts/${acct}/custom_audiences/${a.data.id}`, { query: { name: 'Developers changed', description: '' } })
   t.match(res.json<{ data: Json }>().data, { name: 'Developers changed', description: null })
   res = await call('PUT', `12/accounts/${acct}/custom_audiences/${a.data.id}`, { query: { name: 'Designers' } })
   t.equal(res.status, 409)
   res = await call('PUT', `12/accounts/${acct}/custom_audiences/${a.data.id}`)
-  t.match(errorOf(res), { code: 'MISSING_PARAMETER' })
+  t.match(adsErrorOf(res), { code: 'MISSING_PARAMETER' })
 
   res = await call('DELETE', `12/accounts/${acct}/custom_audiences/${a.data.id}`)
   t.match(res.json<{ data: Json }>().data, { id: a.data.id, deleted: true })
   res = await call('GET', `12/accounts/${acct}/custom_audiences/${a.data.id}`)
   t.equal(res.status, 404)
-  t.match(errorOf(res), { code: 'CUSTOM_AUDIENCE_NOT_FOUND' })
+  t.match(adsErrorOf(res), { code: 'CUSTOM_AUDIENCE_NOT_FOUND' })
   res = await call('GET', `12/accounts/${acct}/custom_audiences/${a.data.id}`, { query: { with_deleted: 'true' } })
   t.match(res.json<{ data: Json }>().data, { deleted: true })
   res = await call('GET', `12/accounts/${acct}/custom_audiences`)
@@ -125,7 +128,7 @@ t.test('custom audiences: shape, list parameters, update, delete, ownership, ent
   const stranger = await createAdsIdentity(rt.ctx)
   res = await call('GET', `12/accounts/${acct}/custom_audiences`, { as: stranger.id })
   t.equal(res.status, 403)
-  t.match(errorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
+  t.match(adsErrorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
   res = await call('POST', `12/accounts/${acct}/custom_audiences`, { query: { name: 'Intruders' }, as: stranger.id })
   t.equal(res.status, 403)
   t.ok(owner)
@@ -240,24 +243,24 @@ t.test('custom audience user uploads: batch semantics, validation by index, real
   // Request-level errors under `errors`.
   res = await call('POST', path, { json: Array.from({ length: 2501 }, () => ({ operation_type: 'Update', params: { users: [{ email: [many[0]] }] } })) })
   t.equal(res.status, 400)
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', message: /at most 2500/ })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', message: /at most 2500/ })
   res = await call('POST', path, { json: Array.from({ length: 2500 }, (_, i) => ({ operation_type: 'Update', params: { users: [{ email: [sha256(`batch${i}`)] }] } })) })
   t.same(res.json<{ data: Json }>().data, { success_count: 2500, total_count: 2500 }, '2500 operations are accepted')
   res = await call('POST', path, { json: { operation_type: 'Update' } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'body' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'body' })
   res = await call('POST', path, { json: [] })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER' })
   res = await call('POST', path, { body: `[${' '.repeat(5_000_001)}]` })
   t.equal(res.status, 413, 'a body over 5,000,000 bytes')
-  t.match(errorOf(res), { code: 'PAYLOAD_TOO_LARGE' })
+  t.match(adsErrorOf(res), { code: 'PAYLOAD_TOO_LARGE' })
   res = await call('POST', path, { body: 'operation_type=Update', contentType: 'application/x-www-form-urlencoded' })
   t.equal(res.status, 400)
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER' })
   const sizeBefore = (await read()).audience_size
   const stranger = await createAdsIdentity(rt.ctx)
   res = await call('POST', path, { json: [{ operation_type: 'Update', params: { users: [{ email: [sha256('in@example.com')] }] } }], as: stranger.id })
   t.equal(res.status, 403, "another user's account is refused")
-  t.match(errorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
+  t.match(adsErrorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
   res = await caller(rt, stranger.id)('POST', `12/accounts/${stranger.account.id}/custom_audiences/${audience.id}/users`, { json: [{ operation_type: 'Update', params: { users: [{ email: [sha256('in@example.com')] }] } }] })
   t.equal(res.status, 404, "another account's audience is not found from the caller's own account")
   t.equal((await read()).audience_size, sizeBefore, 'neither call changed the audience')
@@ -300,7 +303,7 @@ t.test('user uploads are rate limited (custom-audience-users family)', async (t)
   t.equal(second.headers.get('x-rate-limit-remaining'), '0')
   const third = await call('POST', path, { json: body })
   t.equal(third.status, 429)
-  t.match(errorOf(third), { code: 'TOO_MANY_REQUESTS' })
+  t.match(adsErrorOf(third), { code: 'TOO_MANY_REQUESTS' })
   t.match(third.headers.get('x-rate-limit-reset'), /^[0-9]+$/)
 })
 
@@ -325,18 +328,18 @@ t.test('permissions: owner-only, business rule, filters, revocation blocks new t
   res = await call('POST', base, { query: { granted_account_id: partner.account.id, permission_level: 'READ_WRITE' } })
   t.equal(res.status, 409, 'one live grant per account')
   res = await call('POST', base, { query: { permission_level: 'READ_ONLY' } })
-  t.match(errorOf(res), { code: 'MISSING_PARAMETER', parameter: 'granted_account_id' })
+  t.match(adsErrorOf(res), { code: 'MISSING_PARAMETER', parameter: 'granted_account_id' })
   res = await call('POST', base, { query: { granted_account_id: third.account.id } })
-  t.match(errorOf(res), { code: 'MISSING_PARAMETER', parameter: 'permission_level' })
+  t.match(adsErrorOf(res), { code: 'MISSING_PARAMETER', parameter: 'permission_level' })
   res = await call('POST', base, { query: { granted_account_id: third.account.id, permission_level: 'OWNER' } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'permission_level' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'permission_level' })
   res = await call('POST', base, { query: { granted_account_id: 'nosuchacct', permission_level: 'READ_ONLY' } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'granted_account_id' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'granted_account_id' })
   res = await call('POST', base, { query: { granted_account_id: acct, permission_level: 'READ_ONLY' } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'granted_account_id' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'granted_account_id' })
   res = await call('POST', base, { query: { granted_account_id: outsider.account.id, permission_level: 'READ_ONLY' } })
   t.equal(res.status, 403, 'outside the business without the feature')
-  t.match(errorOf(res), { code: 'ACTION_NOT_ALLOWED', parameter: 'granted_account_id' })
+  t.match(adsErrorOf(res), { code: 'ACTION_NOT_ALLOWED', parameter: 'granted_account_id' })
   await grantFeatures(rt.ctx, acct, ['SHARE_AUDIENCE_OUTSIDE_BUSINESS'])
   res = await call('POST', base, { query: { granted_account_id: outsider.account.id, permission_level: 'READ_WRITE' } })
   t.equal(res.status, 200, 'allowed with SHARE_AUDIENCE_OUTSIDE_BUSINESS')
@@ -352,7 +355,7 @@ t.test('permissions: owner-only, business rule, filters, revocation blocks new t
   t.same(res.json<{ data: Json[] }>().data, [], 'OWNER scope by default')
   res = await partnerCall('POST', `5/accounts/${partner.account.id}/tailored_audiences/${id}/permissions`, { query: { granted_account_id: third.account.id, permission_level: 'READ_ONLY' } })
   t.equal(res.status, 403, 'only the owner manages permissions')
-  t.match(errorOf(res), { code: 'ACTION_NOT_ALLOWED' })
+  t.match(adsErrorOf(res), { code: 'ACTION_NOT_ALLOWED' })
   res = await partnerCall('POST', `12/accounts/${partner.account.id}/custom_audiences/${id}/users`, { json: [{ operation_type: 'Update', params: { users: [{ email: [sha256('p')] }] } }] })
   t.equal(res.status, 403, 'READ_ONLY cannot upload')
   res = await partnerCall('DELETE', `12/accounts/${partner.account.id}/custom_audiences/${id}`)
@@ -369,15 +372,15 @@ t.test('permissions: owner-only, business rule, filters, revocation blocks new t
   t.equal(firstPage.data.length, 1)
   res = await call('GET', base, { query: { count: '1', cursor: firstPage.next_cursor } })
   t.equal(res.json<{ data: Json[]; next_cursor: unknown }>().next_cursor, null)
-  for (const count of ['0', '1001']) t.match(errorOf(await call('GET', base, { query: { count } })), { code: 'INVALID_PARAMETER', parameter: 'count' })
+  for (const count of ['0', '1001']) t.match(adsErrorOf(await call('GET', base, { query: { count } })), { code: 'INVALID_PARAMETER', parameter: 'count' })
   res = await call('GET', base, { query: { granted_account_ids: outsider.account.id } })
   t.same(res.json<{ data: Json[] }>().data.map((x) => x.id), [outsiderGrant.id])
   res = await call('GET', base, { query: { tailored_audience_permission_ids: grant.data.id as string } })
   t.same(res.json<{ data: Json[] }>().data.map((x) => x.granted_account_id), [partner.account.id])
   res = await call('GET', base, { query: { granted_account_ids: Array.from({ length: 201 }, (_, i) => `a${i}`).join(',') } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'granted_account_ids' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'granted_account_ids' })
   res = await call('GET', base, { query: { tailored_audience_permission_ids: Array.from({ length: 201 }, (_, i) => `a${i}`).join(',') } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'tailored_audience_permission_ids' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'tailored_audience_permission_ids' })
   res = await call('GET', base, { query: { granted_account_ids: Array.from({ length: 200 }, (_, i) => `a${i}`).join(',') } })
   t.equal(res.status, 200, '200 ids are accepted')
   res = await call('GET', base, { query: { with_total_count: 'true' } })
@@ -386,7 +389,7 @@ t.test('permissions: owner-only, business rule, filters, revocation blocks new t
   t.equal(res.status, 403, 'a grantee cannot list the permissions')
   res = await call('GET', `5/accounts/${acct}/tailored_audiences/zzzzzz/permissions`)
   t.equal(res.status, 404)
-  t.match(errorOf(res), { code: 'TAILORED_AUDIENCE_NOT_FOUND' })
+  t.match(adsErrorOf(res), { code: 'TAILORED_AUDIENCE_NOT_FOUND' })
 
   // The /12/ spelling of the same resource.
   res = await call('GET', `12/accounts/${acct}/custom_audiences/${id}/permissions`)
@@ -411,7 +414,7 @@ t.test('permissions: owner-only, business rule, filters, revocation blocks new t
 
   const stranger = await createAdsIdentity(rt.ctx)
   res = await call('GET', base, { as: stranger.id })
-  t.match(errorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
+  t.match(adsErrorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
   t.ok(owner)
 
   const permChanges = await eventually(() => {
@@ -467,15 +470,15 @@ t.test('targeted: campaigns and line items targeting an audience, from entity ch
   t.pass('a deleted targeting criterion no longer counts')
 
   let res = await call('GET', path, { query: { with_active: 'maybe' } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'with_active' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'with_active' })
   res = await call('GET', path, { query: { cursor: 'bogus' } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
   res = await call('GET', `12/accounts/${acct}/custom_audiences/nosuch/targeted`)
   t.equal(res.status, 404)
   const stranger = await createAdsIdentity(rt.ctx)
   res = await call('GET', path, { as: stranger.id })
   t.equal(res.status, 403, "another user's account is refused")
-  t.match(errorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
+  t.match(adsErrorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
   res = await call('GET', `12/accounts/${stranger.account.id}/custom_audiences/${id}/targeted`, { as: stranger.id })
   t.equal(res.status, 404, "another account's audience is not found")
 })
@@ -506,7 +509,7 @@ t.test('targeted: pages of 200 campaigns resume by campaign id, whatever was rem
   t.same(second.data.map((e) => e.campaign_id), campaignIds.slice(200), 'nothing skipped, nothing repeated')
   t.equal(second.next_cursor, null)
   for (const forged of [Buffer.from('c200').toString('base64url'), Buffer.from('c:no such/id').toString('base64url'), '!!']) {
-    t.match(errorOf(await call('GET', path, { query: { cursor: forged } })), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
+    t.match(adsErrorOf(await call('GET', path, { query: { cursor: forged } })), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
   }
 })
 
@@ -578,14 +581,14 @@ t.test('an upload the store did not fully take is an error to retry, never a sil
   const upload = [{ operation_type: 'Update', params: { users: [{ email: [sha256('kept@example.com')] }, { email: [lost] }] } }]
   let res = await call('POST', `12/accounts/${acct}/custom_audiences/${audience.id}/users`, { json: upload })
   t.equal(res.status, 500, 'success_count would differ from total_count: an error')
-  t.match(errorOf(res), { code: 'INTERNAL_ERROR', message: /1 of 2 records.*retry/ })
+  t.match(adsErrorOf(res), { code: 'INTERNAL_ERROR', message: /1 of 2 records.*retry/ })
   t.notOk('data' in res.json<Json>())
 
   res = await call('POST', `12/accounts/${acct}/do_not_reach_lists`)
   const dnr = res.json<{ data: Json }>().data
   res = await call('POST', `12/batch/accounts/${acct}/do_not_reach_lists/${dnr.id}/users`, { json: upload })
   t.equal(res.status, 500)
-  t.match(errorOf(res), { code: 'INTERNAL_ERROR', message: /1 of 2 records/ })
+  t.match(adsErrorOf(res), { code: 'INTERNAL_ERROR', message: /1 of 2 records/ })
 
   // The retry the client is told to make converges once the store takes every write.
   losing = false
@@ -612,7 +615,7 @@ t.test('do-not-reach lists: one per account, uploads, delete', async (t) => {
   })
   res = await call('POST', `12/accounts/${acct}/do_not_reach_lists`)
   t.equal(res.status, 409, 'at most one list per account')
-  t.match(errorOf(res), { code: 'DUPLICATE' })
+  t.match(adsErrorOf(res), { code: 'DUPLICATE' })
   res = await call('GET', `12/accounts/${acct}/do_not_reach_lists`)
   t.same(res.json<{ data: Json[] }>().data.map((x) => x.id), [list.id])
   res = await call('GET', `12/accounts/${acct}/do_not_reach_lists/${list.id}`)
@@ -654,16 +657,16 @@ t.test('do-not-reach lists: one per account, uploads, delete', async (t) => {
   const intruder = await createAdsIdentity(rt.ctx)
   res = await call('POST', path, { json: [{ operation_type: 'Update', params: { users: [{ email: [sha256('a')] }] } }], as: intruder.id })
   t.equal(res.status, 403, "another user's account is refused for uploads")
-  t.match(errorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
+  t.match(adsErrorOf(res), { code: 'ACCOUNT_NOT_FOUND' })
   res = await call('POST', path, { json: Array.from({ length: 2501 }, () => ({ operation_type: 'Delete', params: { users: [{ email: [sha256('a')] }] } })) })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', message: /at most 2500/ })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', message: /at most 2500/ })
   t.equal((await call('GET', `12/accounts/${acct}/do_not_reach_lists/${list.id}`)).json<{ data: Json }>().data.list_size, 119, 'nothing applied')
 
   res = await call('DELETE', `12/accounts/${acct}/do_not_reach_lists/${list.id}`)
   t.match(res.json<{ data: Json }>().data, { id: list.id, deleted: true })
   res = await call('GET', `12/accounts/${acct}/do_not_reach_lists/${list.id}`)
   t.equal(res.status, 404)
-  t.match(errorOf(res), { code: 'DO_NOT_REACH_LIST_NOT_FOUND' })
+  t.match(adsErrorOf(res), { code: 'DO_NOT_REACH_LIST_NOT_FOUND' })
   res = await call('GET', `12/accounts/${acct}/do_not_reach_lists/${list.id}`, { query: { with_deleted: 'true' } })
   t.match(res.json<{ data: Json }>().data, { deleted: true })
   res = await call('GET', `12/accounts/${acct}/do_not_reach_lists`)
@@ -683,7 +686,7 @@ t.test('do-not-reach lists: one per account, uploads, delete', async (t) => {
   for (const count of ['0', '1001', 'x']) {
     res = await call('GET', `12/accounts/${acct}/do_not_reach_lists`, { query: { count } })
     t.equal(res.status, 400, `count=${count}`)
-    t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'count' })
+    t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'count' })
   }
   res = await call('GET', `12/accounts/${acct}/do_not_reach_lists`, { query: { count: '1000', with_deleted: 'true' } })
   t.equal(res.json<{ data: unknown[] }>().data.length, 2, 'count=1000 is accepted')

@@ -3,8 +3,8 @@ import t from 'tap'
 import { AuthKeys } from '../../services/common/auth/records'
 import { audienceMembers, audienceRepo } from '../../services/gateway/ads/audiences/audiences'
 import { type Criterion, estimateAudience, EXPANDED_SHARE, matchProbability, sizeRange } from '../../services/gateway/ads/campaigns/audience-estimate'
-import type { TestResponse } from '../helper'
-import { type AdsFixture, adsFixture, expectError } from './campaigns-fixtures'
+import { type AdsFixture, adsFixture, expectError } from '../support/fixtures/campaigns'
+import type { TestResponse } from '../support/http'
 
 /**
  * POST accounts/:account_id/audience_estimate: validated targeting criteria

@@ -2,10 +2,11 @@ import t from 'tap'
 import { TOPICS, type BusMessage } from '../../services/common/bus/types'
 import { lineItems } from '../../services/gateway/ads/campaigns/line-items'
 import type { EntityChange } from '../../services/gateway/ads/entities'
-import { eventually, startTestRuntime } from '../helper'
+import { adsFixture, createCampaign, createLineItem, expectError, OPERATOR_TOKEN } from '../support/fixtures/campaigns'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
 import { redisStore, startRedis } from '../support/infra'
-import { adsFixture, createCampaign, createLineItem, expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
-import { checkChain, collectChanges } from './change-fixtures'
+import { checkChain, collectChanges } from '../support/fixtures/change'
 
 /** Campaigns (CRUD) and funding instruments (read, list) as the public platform shapes them. */
 

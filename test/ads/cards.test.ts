@@ -1,9 +1,11 @@
 import t from 'tap'
 import { TOPICS, type BusMessage } from '../../services/common/bus/types'
 import type { EntityChange } from '../../services/gateway/ads/entities'
-import { eventually, oauth1Request, startTestRuntime, type TestResponse } from '../helper'
-import { createAdsIdentity } from './helper'
-import { expectAdsError, hasFfmpeg, libraryMedia, Media, png, uploadKey } from './media-fixtures'
+import { expectAdsError, hasFfmpeg, libraryMedia, Media, png, uploadKey } from '../support/fixtures/media'
+import { oauth1Request, type TestResponse } from '../support/http'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Cards from components: every component rule with its error and JSON path,

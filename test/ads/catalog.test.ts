@@ -5,9 +5,12 @@ import type { Test } from 'tap'
 import { PNG } from 'pngjs'
 import { grantAccountAccess } from '../../services/gateway/ads/accounts'
 import { PRODUCT_FIELDS } from '../../services/gateway/ads/catalog/products'
-import { eventually, oauth1Request, startTestRuntime, type TestResponse } from '../helper'
-import { collectChanges, type ErrorItem, errorOf, gatewayWithWorkers, type Json, queryString } from './audiences-fixtures'
-import { createAdsIdentity } from './helper'
+import { collectChanges, gatewayWithWorkers, type Json, queryString } from '../support/fixtures/audiences'
+import { oauth1Request, type TestResponse } from '../support/http'
+import { type AdsErrorItem, adsErrorOf } from '../support/problems'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Catalog management end to end over HTTP with OAuth 1.0a: catalogs, the
@@ -16,7 +19,7 @@ import { createAdsIdentity } from './helper'
  * and product sets with their background evaluation.
  */
 
-type ItemResult = { warnings: ErrorItem[]; errors: ErrorItem[]; product_key: string | null; id: string | null; status: string }
+type ItemResult = { warnings: AdsErrorItem[]; errors: AdsErrorItem[]; product_key: string | null; id: string | null; status: string }
 
 function png(width: number, height: number): Buffer {
   return PNG.sync.write(new PNG({ width, height }))
@@ -89,7 +92,7 @@ t.test('product catalogs: one per user, ownership, delegation, entity changes', 
 
   let res = await call('POST', 'product_catalogs', {})
   t.equal(res.status, 400)
-  t.match(errorOf(res), { code: 'MISSING_PARAMETER', parameter: 'name' })
+  t.match(adsErrorOf(res), { code: 'MISSING_PARAMETER', parameter: 'name' })
 
   res = await call('POST', 'product_catalogs', { query: { name: 'Main catalog' } })
   t.equal(res.status, 200)
@@ -101,7 +104,7 @@ t.test('product catalogs: one per user, ownership, delegation, entity changes', 
 
   res = await call('POST', 'product_catalogs', { query: { name: 'Second' } })
   t.equal(res.status, 409, 'one catalog per user')
-  t.match(errorOf(res), { code: 'DUPLICATE' })
+  t.match(adsErrorOf(res), { code: 'DUPLICATE' })
 
   res = await call('GET', 'product_catalogs')
   t.same(res.json<{ data: unknown[]; next_cursor: unknown }>().data, [{ id: cid, name: 'Main catalog' }])
@@ -110,15 +113,15 @@ t.test('product catalogs: one per user, ownership, delegation, entity changes', 
   t.equal(res.json<{ data: unknown[] }>().data.length, 1, 'user_id of the caller')
   res = await call('GET', 'product_catalogs', { query: { user_id: 'abc' } })
   t.equal(res.status, 400)
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'user_id', message: /Expected Long/ })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'user_id', message: /Expected Long/ })
 
   const other = await createAdsIdentity(rt.ctx)
   res = await call('GET', 'product_catalogs', { query: { user_id: owner.id.user.id }, as: other.id })
   t.equal(res.status, 403, 'another user cannot act for the owner')
-  t.match(errorOf(res), { code: 'ACTION_NOT_ALLOWED', parameter: 'user_id' })
+  t.match(adsErrorOf(res), { code: 'ACTION_NOT_ALLOWED', parameter: 'user_id' })
   res = await call('PUT', `product_catalogs/${cid}`, { query: { name: 'Stolen' }, as: other.id })
   t.equal(res.status, 403)
-  t.match(errorOf(res), { code: 'ACTION_NOT_ALLOWED', parameter: 'product_catalog_id' })
+  t.match(adsErrorOf(res), { code: 'ACTION_NOT_ALLOWED', parameter: 'product_catalog_id' })
   res = await call('GET', `product_catalogs/${cid}/products`, { as: other.id })
   t.equal(res.status, 403)
 
@@ -131,12 +134,12 @@ t.test('product catalogs: one per user, ownership, delegation, entity changes', 
   t.equal(res.status, 200)
 
   res = await call('PUT', `product_catalogs/${cid}`, {})
-  t.match(errorOf(res), { code: 'MISSING_PARAMETER', parameter: 'name' })
+  t.match(adsErrorOf(res), { code: 'MISSING_PARAMETER', parameter: 'name' })
   res = await call('PUT', `product_catalogs/${cid}`, { query: { name: 'Renamed' } })
   t.same(res.json<{ data: unknown }>().data, { id: cid, name: 'Renamed' })
   res = await call('PUT', 'product_catalogs/1234567', { query: { name: 'x' } })
   t.equal(res.status, 404)
-  t.match(errorOf(res), { code: 'NOT_FOUND', parameter: 'product_catalog_id' })
+  t.match(adsErrorOf(res), { code: 'NOT_FOUND', parameter: 'product_catalog_id' })
   res = await call('PUT', 'product_catalogs/abc', { query: { name: 'x' } })
   t.equal(res.status, 400)
 
@@ -295,15 +298,15 @@ t.test('product batch: request-level limits and duplicate ids', async (t) => {
   const cid = await newCatalog(call)
   let res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: Array.from({ length: 26 }, (_, i) => product(`p${i}`)) } })
   t.equal(res.status, 400, 'over 25 products')
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'products', message: /at most 25/ })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'products', message: /at most 25/ })
   res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: Array.from({ length: 25 }, (_, i) => product(`p${i}`)) } })
   t.equal(res.status, 200, 'exactly 25 products')
   res = await call('PUT', `product_catalogs/${cid}/products`, { json: {} })
-  t.match(errorOf(res), { code: 'MISSING_PARAMETER', parameter: 'products' })
+  t.match(adsErrorOf(res), { code: 'MISSING_PARAMETER', parameter: 'products' })
   res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: [] } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'products' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'products' })
   res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: 'sku' } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'products' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'products' })
 
   res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: [product('dup'), product('solo'), product('dup', { title: 'Other' })] } })
   const r = res.json<{ data: { products_response: ItemResult[] } }>().data.products_response
@@ -326,7 +329,7 @@ t.test('products GET: count bounds, pages, groups, deletion', async (t) => {
   for (const count of ['0', '101', 'x']) {
     const res = await call('GET', `product_catalogs/${cid}/products`, { query: { count } })
     t.equal(res.status, 400, `count=${count}`)
-    t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'count' })
+    t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'count' })
   }
   let res = await call('GET', `product_catalogs/${cid}/products`, { query: { count: '100' } })
   t.equal(res.json<{ data: unknown[] }>().data.length, 30)
@@ -346,7 +349,7 @@ t.test('products GET: count bounds, pages, groups, deletion', async (t) => {
   t.same(sizes, [7, 7, 7, 7, 2])
   t.same(seen, all.map((p) => p.id), 'submission order, no repeats')
   res = await call('GET', `product_catalogs/${cid}/products`, { query: { cursor: 'garbage' } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
 
   // Groups: the first-submitted variant stands for the group.
   res = await call('PUT', `product_catalogs/${cid}/products`, {
@@ -374,7 +377,7 @@ t.test('products GET: count bounds, pages, groups, deletion', async (t) => {
   t.equal(listed.find((p) => p.item_group_id === 'shoe')?.id, 'shoe-blue', 'the next variant stands for the group')
 
   res = await call('DELETE', `product_catalogs/${cid}/products`, { json: {} })
-  t.match(errorOf(res), { code: 'MISSING_PARAMETER', parameter: 'product_keys' })
+  t.match(adsErrorOf(res), { code: 'MISSING_PARAMETER', parameter: 'product_keys' })
 })
 
 t.test('product sets: MANUAL, FILTERED evaluation in the background, updates, errors', async (t) => {
@@ -414,7 +417,7 @@ t.test('product sets: MANUAL, FILTERED evaluation in the background, updates, er
   for (const [body, parameter, code] of errors) {
     res = await call('POST', `product_catalogs/${cid}/product_sets`, { json: body })
     t.equal(res.status, 400, JSON.stringify(body))
-    t.match(errorOf(res), { code, parameter }, JSON.stringify(body))
+    t.match(adsErrorOf(res), { code, parameter }, JSON.stringify(body))
   }
 
   res = await call('POST', `product_catalogs/${cid}/product_sets`, { json: { name: 'Over 100', description: 'price above 100 USD', type: 'FILTERED', filters: [{ attribute: 'price', operator: 'GREATER_THAN', value: '100.00 USD' }] } })
@@ -467,11 +470,11 @@ t.test('product sets: MANUAL, FILTERED evaluation in the background, updates, er
   }
   t.same(await read(filtered.id as string), before, 'the FILTERED set is unchanged')
   res = await call('PUT', `product_catalogs/${cid}/product_sets/${manual.id}`, { json: { filters: [{ attribute: 'price', operator: 'LESS_THAN', value: '1.00 USD' }] } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'filters' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'filters' })
   res = await call('PUT', `product_catalogs/${cid}/product_sets/${manual.id}`, { json: { type: 'FILTERED' } })
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'type' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'type' })
   res = await call('PUT', `product_catalogs/${cid}/product_sets/${manual.id}`, { json: {} })
-  t.match(errorOf(res), { code: 'MISSING_PARAMETER' })
+  t.match(adsErrorOf(res), { code: 'MISSING_PARAMETER' })
   res = await call('PUT', `product_catalogs/${cid}/product_sets/${manual.id}`, { json: { name: 'Picked again', product_keys: [keys[1]] } })
   t.match(res.json<{ data: Json }>().data, { name: 'Picked again', product_ids: ['mid'], processing_status: 'DONE' })
   // Deleting a FILTERED set is allowed (the public reference's example deletes one).
@@ -482,7 +485,7 @@ t.test('product sets: MANUAL, FILTERED evaluation in the background, updates, er
 
   res = await call('GET', `product_catalogs/${cid}/product_sets/999`)
   t.equal(res.status, 404)
-  t.match(errorOf(res), { code: 'PRODUCT_SET_NOT_FOUND' })
+  t.match(adsErrorOf(res), { code: 'PRODUCT_SET_NOT_FOUND' })
   res = await call('GET', `product_catalogs/${cid}/product_sets`, { query: { count: '1' } })
   t.equal(res.json<{ data: unknown[] }>().data.length, 1)
   const next = res.json<{ next_cursor: string }>().next_cursor
@@ -524,7 +527,7 @@ t.test('product sets list: count bounds, keyset pages across a deletion, forged 
   for (const count of ['0', '101', 'x']) {
     res = await list({ count })
     t.equal(res.status, 400, `count=${count}`)
-    t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'count' })
+    t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'count' })
   }
   res = await list({ count: '100' })
   t.same(res.json<{ data: Json[] }>().data.map((s) => s.name), ['s1', 's2', 's3'], 'count=100 is the largest page')
@@ -544,7 +547,7 @@ t.test('product sets list: count bounds, keyset pages across a deletion, forged 
   for (const cursor of ['garbage', forged({ seq: 1, group: 'sets' }), forged({ seq: -1, group: 'sets', id: ids[1] }), forged({ seq: 1, group: '', id: ids[1] }), forged({ seq: 1, group: 'sets', id: 'x y' })]) {
     res = await list({ cursor })
     t.equal(res.status, 400, `cursor ${cursor.slice(0, 20)}`)
-    t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
+    t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'cursor' })
   }
 })
 
@@ -564,7 +567,7 @@ t.test('inherited member names as product ids and filter attributes; impossible 
 
   res = await call('POST', `product_catalogs/${cid}/product_sets`, { json: { name: 'x', type: 'FILTERED', filters: [{ attribute: 'constructor', operator: 'EQUAL_TO', value: 'y' }] } })
   t.equal(res.status, 400)
-  t.match(errorOf(res), { code: 'INVALID_PARAMETER', parameter: 'filters[0].attribute' })
+  t.match(adsErrorOf(res), { code: 'INVALID_PARAMETER', parameter: 'filters[0].attribute' })
 
   res = await call('PUT', `product_catalogs/${cid}/products`, {
     json: { products: [product('sale', { sale_price: '10.00 USD', sale_price_effective_date: '2030-02-31T00:00+00:00/2030-03-05T00:00+00:00' })] }
@@ -617,7 +620,7 @@ t.test('a write waiting for the lease after its catalog was deleted is 404 and l
   const res = await call('PUT', `product_catalogs/${cid}/products`, { json: { products: [product('late', { image_link: image })] } })
   t.equal(deleteStatus, 200, 'the catalog was deleted while the batch fetched its image')
   t.equal(res.status, 404)
-  t.match(errorOf(res), { code: 'NOT_FOUND', parameter: 'product_catalog_id' })
+  t.match(adsErrorOf(res), { code: 'NOT_FOUND', parameter: 'product_catalog_id' })
   let leftovers = 0
   for await (const key of rt.ctx.store.scanPrefix(`ads:catalog:${cid}`)) if (!key.endsWith(':lock')) leftovers++
   t.equal(leftovers, 0, 'no product of a deleted catalog was written')

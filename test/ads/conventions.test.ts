@@ -4,8 +4,10 @@ import { TOPICS, type BusMessage } from '../../services/common/bus/types'
 import { requireAccount } from '../../services/gateway/ads/accounts'
 import { actorOf, ADS_AUTH, formatIsoTime, listOptions, paginate, Params, parseIsoTime, sendData } from '../../services/gateway/ads/conventions'
 import { EntityRepo, type AdsEntity, type EntityChange } from '../../services/gateway/ads/entities'
-import { createIdentity, eventually, oauth1Request, startTestRuntime } from '../helper'
-import { createAdsIdentity } from './helper'
+import { oauth1Request } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * The shared ads conventions exercised through a small real route set built

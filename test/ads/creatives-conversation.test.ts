@@ -2,9 +2,11 @@ import t, { type Test } from 'tap'
 import { TOPICS, type BusMessage } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
 import type { EntityChange } from '../../services/gateway/ads/entities'
-import { eventually, oauth1Request, startTestRuntime, type TestResponse } from '../helper'
-import { createAdsIdentity } from './helper'
-import { expectAdsError, hasFfmpeg, libraryMedia, Media, png } from './media-fixtures'
+import { expectAdsError, hasFfmpeg, libraryMedia, Media, png } from '../support/fixtures/media'
+import { oauth1Request, type TestResponse } from '../support/http'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Conversation cards: every conditional rule of the video form (title vs

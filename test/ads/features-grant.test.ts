@@ -2,10 +2,11 @@ import t from 'tap'
 import { run as runAccounts } from '../../services/cli/accounts'
 import type { Account } from '../../services/gateway/ads/accounts'
 import { GATED_FEATURES } from '../../services/common/ads/features'
-import { bearerRequest, createIdentity, oauth1Request, type TestIdentity, type TestResponse } from '../helper'
-import { adsFixture, expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
-import { createAdsIdentity } from './helper'
-import { addToLibrary, hasFfmpeg, Media, png, uploadKey } from './media-fixtures'
+import { adsFixture, expectError, OPERATOR_TOKEN } from '../support/fixtures/campaigns'
+import { addToLibrary, hasFfmpeg, Media, png, uploadKey } from '../support/fixtures/media'
+import { bearerRequest, oauth1Request, type TestResponse } from '../support/http'
+import { createIdentity, type TestIdentity } from '../support/runtime'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Every feature an operation is gated on is granted through the public

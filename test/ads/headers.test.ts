@@ -1,9 +1,10 @@
 import type { Test } from 'tap'
 import t from 'tap'
 import { createAccount } from '../../services/gateway/ads/accounts'
-import { bearerRequest, createIdentity, oauth1Request, plainRequest, startTestRuntime, type TestIdentity, type TestResponse } from '../helper'
-import { adsFixture, OPERATOR_TOKEN } from './campaigns-fixtures'
-import { createAdsIdentity } from './helper'
+import { adsFixture, OPERATOR_TOKEN } from '../support/fixtures/campaigns'
+import { bearerRequest, oauth1Request, plainRequest, type TestResponse } from '../support/http'
+import { createIdentity, startTestRuntime, type TestIdentity } from '../support/runtime'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * The headers error answers carry (docs/ads.md, §7): every ads

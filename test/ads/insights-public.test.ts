@@ -1,6 +1,6 @@
 import t from 'tap'
-import { eventually } from '../helper'
-import { adsFixture, OPERATOR_TOKEN } from './campaigns-fixtures'
+import { adsFixture, OPERATOR_TOKEN } from '../support/fixtures/campaigns'
+import { eventually } from '../support/util'
 
 /**
  * Keyword insights fed the way a deployment feeds them: posts published

@@ -2,10 +2,12 @@ import t from 'tap'
 import { TOPICS } from '../../services/common/bus/types'
 import { newNumericId } from '../../services/common/ids'
 import type { Runtime } from '../../services/common/runtime'
-import { eventually, startTestRuntime } from '../helper'
+import { caller, gatewayWithWorkers } from '../support/fixtures/audiences'
+import { adsErrorOf } from '../support/problems'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
 import { ingestActivities } from '../../services/gateway/ads/audiences/insights'
-import { caller, errorOf, gatewayWithWorkers } from './audiences-fixtures'
-import { createAdsIdentity } from './helper'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Keyword insights over a corpus of posts published on `activity.events`
@@ -146,7 +148,7 @@ t.test('keyword insights: parameter rules', async (t) => {
   for (const [query, parameter, code] of cases) {
     const res = await call('GET', '12/insights/keywords/search', { query })
     t.equal(res.status, 400, JSON.stringify(query))
-    t.match(errorOf(res), { code, parameter }, JSON.stringify(query))
+    t.match(adsErrorOf(res), { code, parameter }, JSON.stringify(query))
   }
   const ok = await call('GET', '12/insights/keywords/search', { query: { granularity: 'DAY', keywords: 'a,b,c,d,e', negative_keywords: 'f,g,h,i,j', start_time: iso(Date.now() - 7 * DAY + 60_000) } })
   t.equal(ok.status, 200, '10 keywords over (almost) 7 days, end_time defaulting to now')

@@ -1,8 +1,10 @@
 import t, { type Test } from 'tap'
-import { adsFixture, createCampaign, createLineItem, expectError, type AdsFixture, OPERATOR_TOKEN } from './campaigns-fixtures'
-import { eventually, startTestRuntime, type TestResponse } from '../helper'
+import { adsFixture, createCampaign, createLineItem, expectError, type AdsFixture, OPERATOR_TOKEN } from '../support/fixtures/campaigns'
+import type { TestResponse } from '../support/http'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
 import { redisStore, startRedis } from '../support/infra'
-import { checkChain, collectChanges } from './change-fixtures'
+import { checkChain, collectChanges } from '../support/fixtures/change'
 
 /**
  * Line items: create/list/read as the public platform shapes them, and

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import https from 'node:https'
 import path from 'node:path'
@@ -6,10 +5,13 @@ import tls from 'node:tls'
 import t, { type Test } from 'tap'
 import { ApiResponseError, EUploadMimeType, TwitterApi } from 'twitter-api-v2'
 import { getMedia, mediaDir } from '../../services/gateway/media/records'
-import { createIdentity, oauth1Request, startTestRuntime, tempDir, type TestResponse } from '../helper'
-import { openApiErrors } from '../activity/support'
-import { adsFixture, OPERATOR_TOKEN } from './campaigns-fixtures'
-import { appendSegment, chunkedUpload, hasFfmpeg, Media, png } from './media-fixtures'
+import { adsFixture, OPERATOR_TOKEN } from '../support/fixtures/campaigns'
+import { appendSegment, chunkedUpload, hasFfmpeg, Media, png } from '../support/fixtures/media'
+import { oauth1Request, type TestResponse } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { selfSignedCert, tempDir } from '../support/util'
+import { openApiErrors } from '../support/fixtures/activity'
+import type { Problem } from '../support/problems'
 
 /**
  * Chunked upload, v2 and v1.1, as clients send it: twitter-api-v2's own
@@ -22,17 +24,6 @@ import { appendSegment, chunkedUpload, hasFfmpeg, Media, png } from './media-fix
 
 t.ok(hasFfmpeg(), 'ffmpeg is installed (make deps-system); the videos are made with it')
 
-interface Problem {
-  type: string
-  title: string
-  detail?: string
-  status?: number
-  errors?: Array<{ message: string; parameters: Record<string, string[]> }>
-  parameter?: string
-  resource_type?: string
-  resource_id?: string
-  value?: string
-}
 
 /** A v2 refusal: status, Problem type, the parameter it names, and a valid Problem body. */
 function problem(t: Test, res: TestResponse, status: number, suffix: string, parameter: string, label: string): void {
@@ -53,10 +44,7 @@ function classic(t: Test, res: TestResponse, code: number, message: RegExp, labe
 
 t.test('twitter-api-v2 uploads video and images in chunks, v1.1 and v2', async (t) => {
   const dir = tempDir(t, 'tls-')
-  const cert = path.join(dir, 'cert.pem')
-  const key = path.join(dir, 'key.pem')
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=upload.x.com',
-    '-addext', 'subjectAltName=DNS:upload.x.com,DNS:api.x.com', '-keyout', key, '-out', cert], { stdio: 'ignore', timeout: 20_000 })
+  const { cert, key } = selfSignedCert(dir, 'upload.x.com', 'DNS:upload.x.com,DNS:api.x.com')
   const rt = await startTestRuntime(t, { env: { TLS_CERT: cert, TLS_KEY: key } })
   const port = Number(new URL(rt.baseUrl).port)
   // The client keeps its own URLs (https://upload.x.com/1.1/..., https://api.x.com/2/...); only the connection goes to loopback.

@@ -3,8 +3,8 @@ import path from 'node:path'
 import t from 'tap'
 import { aspectRatio, hasRatio, inspectFile, MediaFormatError, type Inspection } from '../../services/gateway/media/inspect'
 import { checkMedia, defaultCategory, LIMITS, parseCategory } from '../../services/gateway/media/rules'
-import { tempDir } from '../helper'
-import { hasFfmpeg, Media, png } from './media-fixtures'
+import { hasFfmpeg, Media, png } from '../support/fixtures/media'
+import { tempDir } from '../support/util'
 
 /**
  * Inspection (file-type, image-size, ffprobe) against real files: PNGs drawn

@@ -2,9 +2,11 @@ import t from 'tap'
 import { TOPICS, type BusMessage } from '../../services/common/bus/types'
 import type { EntityChange } from '../../services/gateway/ads/entities'
 import { grantAccountAccess } from '../../services/gateway/ads/accounts'
-import { createIdentity, eventually, oauth1Request, startTestRuntime } from '../helper'
-import { createAdsIdentity } from './helper'
-import { addToLibrary, expectAdsError, hasFfmpeg, Media, png, uploadKey } from './media-fixtures'
+import { addToLibrary, expectAdsError, hasFfmpeg, Media, png, uploadKey } from '../support/fixtures/media'
+import { oauth1Request } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Media library and account media: adding uploads with their labels and

@@ -5,9 +5,12 @@ import t, { type Test } from 'tap'
 import { configureClient } from '../../services/gateway/oauth2/clients'
 import { createGrant, newGrantId } from '../../services/gateway/oauth2/grants'
 import { getMediaByKey, mediaDir } from '../../services/gateway/media/records'
-import { bearerRequest, createIdentity, plainRequest, startTestRuntime, tempDir, type TestResponse } from '../helper'
-import { openApiErrors } from '../activity/support'
-import { hasFfmpeg, Media, png, upload } from './media-fixtures'
+import { hasFfmpeg, Media, png, upload } from '../support/fixtures/media'
+import { bearerRequest, oauthHeader, plainRequest, type TestResponse } from '../support/http'
+import { createIdentity, startTestRuntime, type TestIdentity } from '../support/runtime'
+import { tempDir } from '../support/util'
+import { openApiErrors } from '../support/fixtures/activity'
+import type { Problem } from '../support/problems'
 
 /**
  * POST /2/media/upload end to end: real files uploaded over multipart (and
@@ -20,13 +23,6 @@ import { hasFfmpeg, Media, png, upload } from './media-fixtures'
 // absence is a failure of the suite, never a silent skip of the video, GIF, JPEG and WEBP checks.
 t.ok(hasFfmpeg(), 'ffmpeg is installed (make deps-system); the JPEG, GIF, WEBP and MP4 checks need it')
 
-interface Problem {
-  type: string
-  title: string
-  detail: string
-  status?: number
-  errors?: Array<{ message: string; parameters: Record<string, string[]> }>
-}
 
 function invalidParameter(t: Test, res: TestResponse, parameter: string, message: RegExp, label: string): void {
   t.equal(res.status, 400, `${label}: 400 (${res.text.slice(0, 200)})`)
@@ -81,7 +77,7 @@ t.test('uploads of every format are inspected, stored on disk and served back', 
   // Base64 in a JSON body.
   const json = await fetch(`${rt.baseUrl}/2/media/upload`, {
     method: 'POST',
-    headers: { ...(await signedHeader(rt.baseUrl, id)), 'content-type': 'application/json' },
+    headers: { ...(signedHeader(rt.baseUrl, id)), 'content-type': 'application/json' },
     body: JSON.stringify({ media: png(33, 44).toString('base64'), media_category: 'tweet_image', media_type: 'image/png' })
   })
   t.equal(json.status, 200, 'base64 JSON upload')
@@ -110,12 +106,9 @@ t.test('uploads of every format are inspected, stored on disk and served back', 
   t.match(await getMediaByKey(rt.ctx, rec?.poster_media_key ?? ''), { format: 'jpeg', width: 640, height: 360 }, 'poster is the first frame')
 })
 
-async function signedHeader(baseUrl: string, id: Awaited<ReturnType<typeof createIdentity>>): Promise<Record<string, string>> {
-  const { createHmac } = await import('node:crypto')
-  const { default: OAuth } = await import('oauth-1.0a')
-  const oauth = new OAuth({ consumer: { key: id.app.consumer_key, secret: id.app.consumer_secret }, signature_method: 'HMAC-SHA1', hash_function: (b, k) => createHmac('sha1', k).update(b).digest('base64') })
-  const url = `${baseUrl}/2/media/upload`
-  return { ...oauth.toHeader(oauth.authorize({ url, method: 'POST', data: {} }, { key: id.token.token, secret: id.token.secret })) }
+/** The Authorization header of a POST to the upload route, signed without body parameters. */
+function signedHeader(baseUrl: string, id: TestIdentity): Record<string, string> {
+  return { Authorization: oauthHeader('POST', `${baseUrl}/2/media/upload`, id) }
 }
 
 t.test('refusals name their parameter', async (t) => {
@@ -137,11 +130,11 @@ t.test('refusals name their parameter', async (t) => {
 
   const form = new FormData()
   form.append('media_category', 'tweet_image')
-  const empty = await fetch(`${rt.baseUrl}/2/media/upload`, { method: 'POST', headers: await signedHeader(rt.baseUrl, id), body: form })
+  const empty = await fetch(`${rt.baseUrl}/2/media/upload`, { method: 'POST', headers: signedHeader(rt.baseUrl, id), body: form })
   t.equal(empty.status, 400, 'no media')
   t.match(await empty.json(), { errors: [{ parameters: { media: [] } }] })
 
-  const badB64 = await fetch(`${rt.baseUrl}/2/media/upload`, { method: 'POST', headers: { ...(await signedHeader(rt.baseUrl, id)), 'content-type': 'application/json' }, body: JSON.stringify({ media: '***' }) })
+  const badB64 = await fetch(`${rt.baseUrl}/2/media/upload`, { method: 'POST', headers: { ...(signedHeader(rt.baseUrl, id)), 'content-type': 'application/json' }, body: JSON.stringify({ media: '***' }) })
   t.equal(badB64.status, 400, 'bad base64')
 
   // Over MEDIA_MAX_BYTES: cut off while streaming.
@@ -171,7 +164,7 @@ t.test('malformed multipart forms are the invalid-request Problem naming the bod
   const id = await createIdentity(rt.ctx.store)
   const url = `${rt.baseUrl}/2/media/upload`
   const post = async (contentType: string, body: string | Buffer): Promise<TestResponse> => {
-    const res = await fetch(url, { method: 'POST', headers: { ...(await signedHeader(rt.baseUrl, id)), 'content-type': contentType }, body })
+    const res = await fetch(url, { method: 'POST', headers: { ...(signedHeader(rt.baseUrl, id)), 'content-type': contentType }, body })
     const text = await res.text()
     return { status: res.status, headers: res.headers, text, json: <T>() => JSON.parse(text) as T }
   }

@@ -8,10 +8,12 @@ import { MemoryStore } from '../../services/common/store/memory'
 import type { Store } from '../../services/common/store/types'
 import type { EntityChange } from '../../services/gateway/ads/entities'
 import { OutboxRelay } from '../../services/gateway/outbox'
-import { eventually, oauth1Request, startTestRuntime, tempDir, type TestResponse } from '../helper'
-import { gatewayWithWorkers, type Json, sha256 } from './audiences-fixtures'
-import { collectChanges, outboxDepth, outboxFailingStore, switchableBus } from './change-fixtures'
-import { createAdsIdentity } from './helper'
+import { gatewayWithWorkers, type Json, sha256 } from '../support/fixtures/audiences'
+import { oauth1Request, type TestResponse } from '../support/http'
+import { startTestRuntime } from '../support/runtime'
+import { eventually, tempDir } from '../support/util'
+import { collectChanges, outboxDepth, outboxFailingStore, switchableBus } from '../support/fixtures/change'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * The writers outside EntityRepo (catalogs, products, product sets,

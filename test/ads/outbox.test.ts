@@ -9,10 +9,11 @@ import { MemoryStore } from '../../services/common/store/memory'
 import type { Store } from '../../services/common/store/types'
 import { type AdsEntity, type EntityChange, entityChangeMessage, EntityRepo } from '../../services/gateway/ads/entities'
 import { Outbox, OutboxRelay } from '../../services/gateway/outbox'
-import { eventually, tempDir, testConfig } from '../helper'
+import { testConfig } from '../support/runtime'
+import { eventually, tempDir } from '../support/util'
 import { kafkaBus, redisStore, startKafka, startRedis } from '../support/infra'
-import { sharedBus, sharedStore, startGateway } from '../account-history/support'
-import { checkChain, collectChanges, outboxDepth } from './change-fixtures'
+import { sharedBus, sharedStore, startGateway } from '../support/fixtures/account-history'
+import { checkChain, collectChanges, outboxDepth } from '../support/fixtures/change'
 
 /**
  * The gateway outbox: an entity change is committed with the entity and

@@ -4,9 +4,11 @@ import { grantFeatures } from '../../services/gateway/ads/accounts'
 import { setClock } from '../../services/gateway/ads/creatives/clock'
 import { votingStatus } from '../../services/gateway/ads/creatives/records'
 import type { EntityChange } from '../../services/gateway/ads/entities'
-import { eventually, oauth1Request, startTestRuntime, type TestResponse } from '../helper'
-import { createAdsIdentity } from './helper'
-import { expectAdsError, hasFfmpeg, libraryMedia, Media, png } from './media-fixtures'
+import { expectAdsError, hasFfmpeg, libraryMedia, Media, png } from '../support/fixtures/media'
+import { oauth1Request, type TestResponse } from '../support/http'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Poll cards: duration and choice rules, media polls behind the

@@ -3,10 +3,12 @@ import { TOPICS, type BusMessage } from '../../services/common/bus/types'
 import { grantAccountAccess } from '../../services/gateway/ads/accounts'
 import { setClock } from '../../services/gateway/ads/creatives/clock'
 import type { EntityChange } from '../../services/gateway/ads/entities'
-import { createIdentity, eventually, oauth1Request, startTestRuntime, type TestResponse } from '../helper'
-import { openApiErrors, openHttpStream, subscribe } from '../activity/support'
-import { createAdsIdentity } from './helper'
-import { expectAdsError, hasFfmpeg, libraryMedia, Media, png } from './media-fixtures'
+import { expectAdsError, hasFfmpeg, libraryMedia, Media, png } from '../support/fixtures/media'
+import { oauth1Request, type TestResponse } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { openApiErrors, openHttpStream, subscribe } from '../support/fixtures/activity'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Posts on behalf of an advertiser: who may post as whom, text and media

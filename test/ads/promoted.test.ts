@@ -1,7 +1,9 @@
 import t from 'tap'
-import { bearerRequest, createIdentity, eventually, oauth1Request, type TestResponse } from '../helper'
-import { type AdsFixture, adsFixture, createCampaign, createLineItem, expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
-import { createAdsIdentity } from './helper'
+import { type AdsFixture, adsFixture, createCampaign, createLineItem, expectError, OPERATOR_TOKEN } from '../support/fixtures/campaigns'
+import { bearerRequest, oauth1Request, type TestResponse } from '../support/http'
+import { createIdentity } from '../support/runtime'
+import { eventually } from '../support/util'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Promoted posts (`promoted_tweets`) over HTTP against the embedded

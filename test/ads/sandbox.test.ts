@@ -3,9 +3,11 @@ import t from 'tap'
 import { MemoryStore } from '../../services/common/store/memory'
 import { listAccountsForUser } from '../../services/gateway/ads/accounts'
 import { TOPICS } from '../../services/common/bus/types'
-import { bearerRequest, createIdentity, eventually, oauth1Request, startTestRuntime, tempDir } from '../helper'
-import { adsFixture, expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
-import { collectChanges, outboxFailingStore } from './change-fixtures'
+import { adsFixture, expectError, OPERATOR_TOKEN } from '../support/fixtures/campaigns'
+import { bearerRequest, oauth1Request } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually, tempDir } from '../support/util'
+import { collectChanges, outboxFailingStore } from '../support/fixtures/change'
 
 /**
  * The sandbox host ({ads_sandbox_url}): account create/delete, feature

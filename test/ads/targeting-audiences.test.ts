@@ -4,9 +4,11 @@ import type { Test } from 'tap'
 import type { Runtime } from '../../services/common/runtime'
 import { type Account } from '../../services/gateway/ads/accounts'
 import { createDefaultFundingInstrument } from '../../services/gateway/ads/campaigns/funding-instruments'
-import { bearerRequest, eventually, oauth1Request, startTestRuntime, type TestIdentity, type TestResponse } from '../helper'
-import { expectError, OPERATOR_TOKEN } from './campaigns-fixtures'
-import { createAdsIdentity } from './helper'
+import { expectError, OPERATOR_TOKEN } from '../support/fixtures/campaigns'
+import { bearerRequest, oauth1Request, type TestResponse } from '../support/http'
+import { startTestRuntime, type TestIdentity } from '../support/runtime'
+import { eventually } from '../support/util'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Targeting criteria meeting custom audiences, end to end through the real

@@ -1,9 +1,10 @@
 import t from 'tap'
 import { TARGETING_TYPES } from '../../services/gateway/ads/campaigns/audience-estimate'
 import { TARGETING_TYPE_NAMES } from '../../services/gateway/ads/targeting/criteria'
-import { createIdentity, oauth1Request, type TestResponse } from '../helper'
-import { adsError, adsFixture, createCampaign, createLineItem, expectError } from './campaigns-fixtures'
-import { createAdsIdentity } from './helper'
+import { adsError, adsFixture, createCampaign, createLineItem, expectError } from '../support/fixtures/campaigns'
+import { oauth1Request, type TestResponse } from '../support/http'
+import { createIdentity } from '../support/runtime'
+import { createAdsIdentity } from '../support/fixtures/ads'
 
 /**
  * Targeting criteria over HTTP (OAuth 1.0a, embedded runtime): the

@@ -4,8 +4,10 @@ import { uniqueParams } from '../../services/common/auth/authenticate'
 import { baseStringUri, formPairs, normalizeParams, parseOAuthHeader, percentEncode, safeEqual, sign, signatureBaseString } from '../../services/common/auth/oauth1'
 import { createApp, revokeAccessToken } from '../../services/gateway/identity'
 import { ClassicError } from '../../services/common/errors'
-import { createIdentity } from '../helper'
-import { BACKENDS, classic, FORM, oauthHeader, oauthParams, send, startBackend } from '../gateway/oauth-support'
+import { BACKENDS, FORM, startBackend } from '../support/fixtures/oauth'
+import { oauthHeader, oauthParams, send } from '../support/http'
+import { classic } from '../support/problems'
+import { createIdentity } from '../support/runtime'
 
 // The public platform's "creating a signature" example (docs/conformance.md), with host api.x.com.
 const EXAMPLE = {

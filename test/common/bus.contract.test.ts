@@ -719,7 +719,7 @@ t.test('kafka bus (mock cluster)', { jobs: 11 }, async (t) => {
 
 /** The stuck-consumer fixture as its own group member (a process the test can SIGKILL), once it has subscribed. */
 async function startStuckConsumer(t: Test, brokers: string[], topic: string, group: string, extra: string[] = []): Promise<{ child: ChildProcess; output: () => string }> {
-  const fixture = path.join(__dirname, '..', 'support', 'fixtures', 'stuck-consumer.ts')
+  const fixture = path.join(__dirname, '..', 'support', 'processes', 'stuck-consumer.ts')
   const child = spawn(process.execPath, [...process.execArgv, fixture, brokers.join(','), topic, group, ...extra], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' }

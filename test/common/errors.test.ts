@@ -1,7 +1,8 @@
 import t from 'tap'
 import { ECHO_MAX_CHARS } from '../../services/common/echo'
 import { AdsError, PROBLEM_DETAIL_MAX_CHARS, PROBLEM_MAX_ITEMS, PROBLEM_TITLES, Problems, type ProblemError } from '../../services/common/errors'
-import { bearerRequest, createIdentity, startTestRuntime } from '../helper'
+import { bearerRequest } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
 import { openApiValidators, productResourceTypes } from '../support/openapi'
 
 /**

@@ -13,7 +13,7 @@ import { eventually } from '../support/util'
  * its partitions move to the survivor within the rebalance the eviction starts.
  */
 
-const MEMBER = path.join(__dirname, 'support', 'group-member.ts')
+const MEMBER = path.join(__dirname, '..', 'support', 'processes', 'group-member.ts')
 const SESSION_MS = 30_000
 
 t.test("a dead member evicted on its behalf: its partitions move well within its session", { timeout: 90_000 }, async (t) => {

@@ -1,8 +1,9 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import type { ServiceDefinition, ServiceName } from '../../services/common/service'
-import { createIdentity, oauth1Request, startTestRuntime } from '../helper'
-import { type Answer, converse, get } from './support/raw-http'
+import { oauth1Request } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { type Answer, converse, get } from '../support/raw-http'
 
 /**
  * What a hostile storm found on keep-alive connections, over raw sockets:

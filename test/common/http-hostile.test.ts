@@ -6,8 +6,8 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ClientErrorAnswers, failingTarget } from '../../services/common/client-errors'
 import type { ServiceDefinition, ServiceName } from '../../services/common/service'
-import { startTestRuntime } from '../helper'
-import { type Answer, converse, get, post } from './support/raw-http'
+import { startTestRuntime } from '../support/runtime'
+import { type Answer, converse, get, post } from '../support/raw-http'
 
 /**
  * The HTTP layer under hostile input over raw sockets: a client

@@ -9,7 +9,9 @@ import { startRuntime } from '../../services/common/runtime'
 import type { ServiceDefinition, ServiceName } from '../../services/common/service'
 import { MAX_JSON_DEPTH } from '../../services/common/json-depth'
 import { ALL_SERVICES } from '../../services/embedded/services'
-import { bearerRequest, createIdentity, eventually, oauth1Request, plainRequest, startTestRuntime, testConfig, type TestResponse } from '../helper'
+import { bearerRequest, oauth1Request, plainRequest, type TestResponse } from '../support/http'
+import { createIdentity, startTestRuntime, testConfig } from '../support/runtime'
+import { eventually } from '../support/util'
 import { redisStore, startRedis } from '../support/infra'
 
 /**

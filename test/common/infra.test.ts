@@ -83,7 +83,7 @@ t.test('the mock cluster serves the topics of deploy/topics.json and obeys down/
 
 t.test('children die with the test process, even when it is killed', async (t) => {
   // A child test process starts Redis and the cluster, reports their pids, then is SIGKILLed.
-  const script = path.join(__dirname, '..', 'support', 'fixtures', 'hold-infra.ts')
+  const script = path.join(__dirname, '..', 'support', 'processes', 'hold-infra.ts')
   const child = spawn(process.execPath, [...process.execArgv, script], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' } })
   t.teardown(() => {
     child.kill('SIGKILL')

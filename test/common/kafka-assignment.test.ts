@@ -14,7 +14,7 @@ import { eventually } from '../support/util'
  * busy follower gets in. (With the delay at 0 this follower crashes.)
  */
 
-const FOLLOWER = path.join(__dirname, 'support', 'slow-follower.ts')
+const FOLLOWER = path.join(__dirname, '..', 'support', 'processes', 'slow-follower.ts')
 
 t.test('a follower 300 ms late with its SyncGroup joins a group whose leader delays its assignment', async (t) => {
   const kafka = await startKafka(t, { brokers: 1, deployTopics: false })

@@ -7,8 +7,9 @@ import SwaggerParser from '@apidevtools/swagger-parser'
 import t from 'tap'
 import { API_REFERENCE_PATH } from '../../services/common/openapi'
 import type { Runtime } from '../../services/common/runtime'
-import { Browsers } from '../console/support'
-import { plainRequest, startTestRuntime } from '../helper'
+import { Browsers } from '../support/fixtures/console'
+import { plainRequest } from '../support/http'
+import { startTestRuntime } from '../support/runtime'
 
 /**
  * The served OpenAPI documents (the API host's and the sandbox host's) as the

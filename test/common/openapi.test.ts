@@ -3,7 +3,8 @@ import path from 'node:path'
 import Ajv from 'ajv'
 import addFormats from 'ajv-formats'
 import t from 'tap'
-import { plainRequest, startTestRuntime } from '../helper'
+import { plainRequest } from '../support/http'
+import { startTestRuntime } from '../support/runtime'
 
 /**
  * GET /openapi.json: the OpenAPI 3 document @fastify/swagger generates from

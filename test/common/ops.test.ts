@@ -12,8 +12,8 @@ import { startRuntime } from '../../services/common/runtime'
 import { MemoryStore } from '../../services/common/store/memory'
 import { runLag, runTopics, type CommandIo } from '../../services/cli/ops'
 import { kafkaBus, startKafka } from '../support/infra'
+import { startTestRuntime } from '../support/runtime'
 import { eventually, tempDir } from '../support/util'
-import { startTestRuntime } from '../helper'
 
 /** `make lag` and `make topics`: the operator route, the CLI commands, on the memory bus and on Kafka. */
 

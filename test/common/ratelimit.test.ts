@@ -3,9 +3,11 @@ import { ConfigError, loadConfig } from '../../services/common/config'
 import { FAMILY_DEFAULTS, RateLimiter, routeFamily } from '../../services/common/ratelimit'
 import { MemoryStore } from '../../services/common/store/memory'
 import { createAccount } from '../../services/gateway/ads/accounts'
-import { openHttpStream, openWsStream } from '../activity/support'
-import { createIdentity, oauth1Request, startTestRuntime } from '../helper'
-import { BACKENDS, classic, oauthHeader, send, startBackend } from '../gateway/oauth-support'
+import { openHttpStream, openWsStream } from '../support/fixtures/activity'
+import { BACKENDS, startBackend } from '../support/fixtures/oauth'
+import { oauth1Request, oauthHeader, send } from '../support/http'
+import { classic } from '../support/problems'
+import { createIdentity, startTestRuntime } from '../support/runtime'
 
 t.test('limits: RATE_LIMITS overrides, then the route, then the published figures, then RATE_LIMIT_DEFAULT', async (t) => {
   const store = await MemoryStore.open()

@@ -2,7 +2,9 @@ import http from 'node:http'
 import net from 'node:net'
 import { once } from 'node:events'
 import t from 'tap'
-import { bearerRequest, createIdentity, eventually, oauth1Request, plainRequest, startTestRuntime } from '../helper'
+import { bearerRequest, oauth1Request, plainRequest } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
 import { kafkaBus, startKafka } from '../support/infra'
 
 t.test('embedded runtime answers health, readiness and metrics', async (t) => {

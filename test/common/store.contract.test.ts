@@ -536,7 +536,7 @@ t.test('redis store', async (t) => {
   })
 
   t.test('a trusted batch is one MULTI/EXEC of merged commands', async (t) => {
-    const { callsSince, commandCalls } = await import('../activity/store-rounds')
+    const { callsSince, commandCalls } = await import('../support/store-rounds')
     const before = await commandCalls(redis.url)
     const ops: StoreOp[] = []
     for (let i = 0; i < 50; i++) ops.push({ op: 'set', key: `merge:rec${i}`, value: 'r' }, { op: 'zadd', key: 'merge:sched', score: i, member: `d${i}` }, { op: 'incr', key: 'merge:n', by: 1 }, { op: 'pexpire', key: 'merge:n', ttlMs: 60_000 })

@@ -1,9 +1,10 @@
 import t from 'tap'
 import type { BusMessage } from '../../services/common/bus/types'
 import { startTracing, tracingOn } from '../../services/common/tracing'
-import { eventually, startTestRuntime } from '../helper'
-import { ingest, nextUserId, OPERATOR_TOKEN, sampleEvent, subscribe } from '../activity/support'
-import { FAST_ENV, registerWebhook } from '../webhooks/support'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { ingest, nextUserId, OPERATOR_TOKEN, sampleEvent, subscribe } from '../support/fixtures/activity'
+import { FAST_ENV, registerWebhook } from '../support/fixtures/webhooks'
 
 /**
  * Tracing off (no OTEL_* variable set, the default): the SDK is not even

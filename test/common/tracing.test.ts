@@ -40,9 +40,11 @@ t.test('one event: ingest, match, every webhook attempt and the stream write sha
   t.equal(startTracing('embedded'), true)
   t.equal(tracingOn(), true)
   // Loaded after the SDK started, as a service's main does.
-  const { createIdentity, eventually, oauth1Request, startTestRuntime } = await import('../helper')
-  const { registerWebhook, FAST_ENV } = await import('../webhooks/support')
-  const { ingest, nextUserId, openHttpStream, OPERATOR_TOKEN, sampleEvent, subscribe } = await import('../activity/support')
+  const { createIdentity, startTestRuntime } = await import('../support/runtime')
+  const { oauth1Request } = await import('../support/http')
+  const { eventually } = await import('../support/util')
+  const { registerWebhook, FAST_ENV } = await import('../support/fixtures/webhooks')
+  const { ingest, nextUserId, openHttpStream, OPERATOR_TOKEN, sampleEvent, subscribe } = await import('../support/fixtures/activity')
 
   const rt = await startTestRuntime(t, { serviceName: 'embedded', env: { ...FAST_ENV, OPERATOR_TOKEN } })
   const { id, receiver, webhookId } = await registerWebhook(t, rt)

@@ -12,7 +12,7 @@ import { createApp, issueBearer } from '../../services/gateway/identity'
 import { createLogger } from '../../services/common/logger'
 import { RedisStore } from '../../services/common/store/redis'
 import WebSocket from 'ws'
-import { nextUserId, openHttpStream, sampleEvent, subscribe } from '../activity/support'
+import { nextUserId, openHttpStream, sampleEvent, subscribe } from '../support/fixtures/activity'
 
 /**
  * `make up` / `make status` / `make down` for real: the compiled up script

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { adsFixture, createCampaign, createLineItem, expectError } from '../ads/campaigns-fixtures'
-import { libraryMedia, png } from '../ads/media-fixtures'
+import { adsFixture, createCampaign, createLineItem, expectError } from '../support/fixtures/campaigns'
+import { libraryMedia, png } from '../support/fixtures/media'
 
 /**
  * Parameters as real ads clients spell them: booleans in any case

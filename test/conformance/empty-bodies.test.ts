@@ -1,9 +1,10 @@
 import t from 'tap'
-import { bearerRequest, oauth1Request, startTestRuntime } from '../helper'
-import { createAdsIdentity } from '../ads/helper'
-import { startReceiver } from '../webhooks/support'
-import { OpenApiAudit } from './support/openapi-audit'
-import { Recorder } from './support/recorder'
+import { bearerRequest, oauth1Request } from '../support/http'
+import { startReceiver } from '../support/receivers'
+import { startTestRuntime } from '../support/runtime'
+import { createAdsIdentity } from '../support/fixtures/ads'
+import { OpenApiAudit } from '../support/fixtures/conformance/openapi-audit'
+import { Recorder } from '../support/fixtures/conformance/recorder'
 
 /**
  * Official SDKs send `Content-Type: application/json` on every request, with

@@ -1,10 +1,12 @@
-import { execFile, execFileSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
-import { png } from '../ads/media-fixtures'
-import { createIdentity, oauth1Request, startTestRuntime, tempDir } from '../helper'
+import { png } from '../support/fixtures/media'
+import { oauth1Request } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { selfSignedCert, tempDir } from '../support/util'
 
 /**
  * The v1.1 simple upload: `POST /1.1/media/upload.json` with the whole file
@@ -16,15 +18,12 @@ import { createIdentity, oauth1Request, startTestRuntime, tempDir } from '../hel
  */
 
 const PYTHON = process.env.DEBIAN_PYTHON ?? '/usr/bin/python3'
-const SCRIPT = path.join(__dirname, 'support', 'tweepy_simple_upload.py')
+const SCRIPT = path.join(__dirname, '..', 'support', 'fixtures', 'conformance', 'tweepy_simple_upload.py')
 const run = promisify(execFile)
 
 t.test('tweepy simple_upload keeps the image; a bad file is its 324', async (t) => {
   const dir = tempDir(t, 'simple-upload-')
-  const cert = path.join(dir, 'cert.pem')
-  const key = path.join(dir, 'key.pem')
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
-    '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore', timeout: 20_000 })
+  const { cert, key } = selfSignedCert(dir, '127.0.0.1', 'IP:127.0.0.1')
   const rt = await startTestRuntime(t, { env: { TLS_CERT: cert, TLS_KEY: key } })
   const id = await createIdentity(rt.ctx.store)
   const tweepy = async (file: string, mediaCategory?: string): Promise<Record<string, unknown>> => {

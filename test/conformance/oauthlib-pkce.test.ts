@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto'
 import path from 'node:path'
 import readline from 'node:readline'
 import t, { type Test } from 'tap'
-import { authorize, callbackOf, CookieJar, newClient, newUser, REDIRECT_URI, send, startServer, submitConsent } from '../gateway/oauth2-support'
+import { authorize, callbackOf, newClient, newUser, REDIRECT_URI, startServer, submitConsent } from '../support/fixtures/oauth2'
+import { CookieJar, send } from '../support/http'
 
 /**
  * PKCE as Python clients do it: oauthlib (Debian python3-oauthlib) makes a
@@ -16,7 +17,7 @@ import { authorize, callbackOf, CookieJar, newClient, newUser, REDIRECT_URI, sen
  */
 
 const PYTHON = process.env.DEBIAN_PYTHON ?? '/usr/bin/python3'
-const CLIENT = path.join(__dirname, 'support', 'oauthlib_pkce_client.py')
+const CLIENT = path.join(__dirname, '..', 'support', 'fixtures', 'conformance', 'oauthlib_pkce_client.py')
 /** The scopes GET /2/activity/subscriptions needs, the protected route called with the token. */
 const SCOPE = 'tweet.read like.read'
 

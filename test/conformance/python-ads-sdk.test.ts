@@ -1,10 +1,10 @@
 import t from 'tap'
-import { adsFixture, createCampaign } from '../ads/campaigns-fixtures'
-import { Recorder } from './support/recorder'
-import { png, uploadKey } from '../ads/media-fixtures'
+import { adsFixture, createCampaign } from '../support/fixtures/campaigns'
+import { png, uploadKey } from '../support/fixtures/media'
+import { Recorder } from '../support/fixtures/conformance/recorder'
 import {
   CAMPAIGN, CARD, cardsFetchLoad, flattenParams, LINE_ITEM, MEDIA_LIBRARY, POLL_CARD, PROMOTED_TWEET, PyClient, PyCursor, PyException, PyResource, type PyValue, SDK_VERSION, SdkError, tweetCreate
-} from './support/python-ads-sdk'
+} from '../support/fixtures/conformance/python-ads-sdk'
 
 /**
  * The official Python ads SDK cannot run here (no Python registry); its

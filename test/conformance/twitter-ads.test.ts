@@ -1,7 +1,7 @@
 import t from 'tap'
-import { adsFixture } from '../ads/campaigns-fixtures'
-import { Recorder } from './support/recorder'
-import { clientVersion, reportCalls } from './support/clients'
+import { adsFixture } from '../support/fixtures/campaigns'
+import { Recorder } from '../support/fixtures/conformance/recorder'
+import { clientVersion, reportCalls } from '../support/fixtures/conformance/clients'
 
 /**
  * The `twitter-ads` npm package, unmodified. It has no host option: its

@@ -1,12 +1,13 @@
 import t from 'tap'
 import { ApiError, Client, OAuth1 } from '@xdevplatform/xdk'
-import { createIdentity, eventually, startTestRuntime } from '../helper'
-import { ingest, nextUserId, OPERATOR_TOKEN, sampleEvent } from '../activity/support'
-import { startReceiver } from '../webhooks/support'
-import { png } from '../ads/media-fixtures'
-import { OpenApiAudit } from './support/openapi-audit'
-import { Recorder } from './support/recorder'
-import { clientVersion, reportCalls } from './support/clients'
+import { png } from '../support/fixtures/media'
+import { startReceiver } from '../support/receivers'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { ingest, nextUserId, OPERATOR_TOKEN, sampleEvent } from '../support/fixtures/activity'
+import { OpenApiAudit } from '../support/fixtures/conformance/openapi-audit'
+import { Recorder } from '../support/fixtures/conformance/recorder'
+import { clientVersion, reportCalls } from '../support/fixtures/conformance/clients'
 
 /**
  * The platform's official TypeScript SDK, `@xdevplatform/xdk`, unmodified:

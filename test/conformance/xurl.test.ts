@@ -1,10 +1,10 @@
-import { createHmac, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import t from 'tap'
-import OAuth from 'oauth-1.0a'
-import { createIdentity, startTestRuntime, type TestIdentity } from '../helper'
-import { startReceiver } from '../webhooks/support'
-import { OpenApiAudit } from './support/openapi-audit'
-import { Recorder } from './support/recorder'
+import { oauthParams } from '../support/http'
+import { startReceiver } from '../support/receivers'
+import { createIdentity, startTestRuntime, type TestIdentity } from '../support/runtime'
+import { OpenApiAudit } from '../support/fixtures/conformance/openapi-audit'
+import { Recorder } from '../support/fixtures/conformance/recorder'
 
 /**
  * `@xdevplatform/xurl` cannot run here: the npm package (1.3.4) is a
@@ -46,10 +46,9 @@ async function xurl(base: string, id: TestIdentity, options: { method?: string; 
   }
   if (options.auth === 'app') headers.Authorization = `Bearer ${id.bearer}`
   else {
-    const oauth = new OAuth({ consumer: { key: id.app.consumer_key, secret: id.app.consumer_secret }, signature_method: 'HMAC-SHA1', hash_function: (b, k) => createHmac('sha1', k).update(b).digest('base64') })
     const nonce = randomBytes(16).toString('hex')
     const timestamp = Math.floor(Date.now() / 1000)
-    const signed = oauth.authorize({ url, method, data: { oauth_nonce: nonce, oauth_timestamp: timestamp } }, { key: id.token.token, secret: id.token.secret })
+    const signed = oauthParams(method, url, id, { nonce, timestamp })
     const e = encodeURIComponent
     headers.Authorization = `OAuth oauth_consumer_key="${e(id.app.consumer_key)}",oauth_nonce="${e(nonce)}",oauth_signature="${e(signed.oauth_signature)}",oauth_signature_method="HMAC-SHA1",oauth_timestamp="${timestamp}",oauth_token="${e(id.token.token)}",oauth_version="1.0"`
   }

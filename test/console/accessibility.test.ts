@@ -3,9 +3,11 @@ import type { Page } from 'playwright-core'
 import { AttemptLog } from '../../services/webhooks/delivery/attempt-log'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { createIdentity, startTestRuntime } from '../helper'
-import { deliveryMessage, eventually, gate, publishDeliveries, registerWebhook } from '../webhooks/support'
-import { axeProblems, Browsers, ClickCounter, CONSOLE_ENV, consoleLink, OPERATOR_TOKEN, screenshot, signInAsOperator, signInWithLink } from './support'
+import { deliveryMessage, publishDeliveries, registerWebhook } from '../support/fixtures/webhooks'
+import { gate } from '../support/receivers'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { axeProblems, Browsers, ClickCounter, CONSOLE_ENV, consoleLink, OPERATOR_TOKEN, screenshot, signInAsOperator, signInWithLink } from '../support/fixtures/console'
 
 /**
  * The console for everyone, in chromium at 1280 and 390 px: axe-core finds

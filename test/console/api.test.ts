@@ -2,9 +2,10 @@ import t from 'tap'
 import { ConsoleKeys, type ConsoleSession } from '../../services/common/console/session'
 import type { Runtime } from '../../services/common/runtime'
 import { run as consoleCli } from '../../services/cli/console'
-import { startTestRuntime } from '../helper'
-import { deliveryMessage, eventually, publishDeliveries, registerWebhook } from '../webhooks/support'
-import { CONSOLE_ENV, consoleLink, OPERATOR_TOKEN } from './support'
+import { deliveryMessage, publishDeliveries, registerWebhook } from '../support/fixtures/webhooks'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { CONSOLE_ENV, consoleLink, OPERATOR_TOKEN } from '../support/fixtures/console'
 
 /**
  * The console's routes over plain HTTP, without a browser: every route

@@ -2,9 +2,10 @@ import t from 'tap'
 import { AttemptLog } from '../../services/webhooks/delivery/attempt-log'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { startTestRuntime } from '../helper'
-import { deliveryMessage, eventually, publishDeliveries, registerWebhook } from '../webhooks/support'
-import { attributes, Browsers, chartData, CONSOLE_ENV, consoleLink, csrfOf, screenshot, sidewaysOverflow, signInWithLink } from './support'
+import { deliveryMessage, publishDeliveries, registerWebhook } from '../support/fixtures/webhooks'
+import { startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { attributes, Browsers, chartData, CONSOLE_ENV, consoleLink, csrfOf, screenshot, sidewaysOverflow, signInWithLink } from '../support/fixtures/console'
 
 /**
  * An app developer's console in chromium: signs in with the portal link,

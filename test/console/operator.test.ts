@@ -3,9 +3,10 @@ import { accountFeatures } from '../../services/common/ads/accounts'
 import { TOPICS, type GroupOffsets } from '../../services/common/bus/types'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { createIdentity, startTestRuntime } from '../helper'
-import { deliveryMessage, eventually, publishDeliveries, registerWebhook } from '../webhooks/support'
-import { Browsers, CONSOLE_ENV, consoleLink, OPERATOR_TOKEN, screenshot, signInAsOperator, signInWithLink } from './support'
+import { deliveryMessage, publishDeliveries, registerWebhook } from '../support/fixtures/webhooks'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { Browsers, CONSOLE_ENV, consoleLink, OPERATOR_TOKEN, screenshot, signInAsOperator, signInWithLink } from '../support/fixtures/console'
 
 /**
  * The operator's console in chromium: signs in with the operator token,

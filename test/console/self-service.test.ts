@@ -1,9 +1,12 @@
 import t from 'tap'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { bearerRequest, createIdentity, startTestRuntime } from '../helper'
-import { deliveryMessage, eventually, publishDeliveries, registerWebhook, startReceiver } from '../webhooks/support'
-import { attributes, Browsers, ClickCounter, CONSOLE_ENV, consoleLink, screenshot, signInWithLink } from './support'
+import { deliveryMessage, publishDeliveries, registerWebhook } from '../support/fixtures/webhooks'
+import { bearerRequest } from '../support/http'
+import { startReceiver } from '../support/receivers'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { attributes, Browsers, ClickCounter, CONSOLE_ENV, consoleLink, screenshot, signInWithLink } from '../support/fixtures/console'
 
 /**
  * An app developer's tasks in chromium, each counted in clicks: a CRC

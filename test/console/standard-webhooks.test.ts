@@ -1,8 +1,11 @@
 import t from 'tap'
 import { Webhook as StandardVerifier } from 'standardwebhooks'
-import { bearerRequest, createIdentity, startTestRuntime } from '../helper'
-import { deliveryMessage, eventually, publishDeliveries, type ReceivedPost, registerWebhook, startReceiver } from '../webhooks/support'
-import { Browsers, CONSOLE_ENV, consoleLink, csrfOf, screenshot, sidewaysOverflow, signInWithLink } from './support'
+import { deliveryMessage, publishDeliveries, registerWebhook } from '../support/fixtures/webhooks'
+import { bearerRequest } from '../support/http'
+import { type ReceivedPost, startReceiver } from '../support/receivers'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { Browsers, CONSOLE_ENV, consoleLink, csrfOf, screenshot, sidewaysOverflow, signInWithLink } from '../support/fixtures/console'
 
 /**
  * Standard Webhooks signing from the webhook page in chromium: a developer

@@ -3,7 +3,7 @@ import path from 'node:path'
 import t from 'tap'
 import type { GroupOffsets } from '../../services/common/bus/types'
 import { TOPICS } from '../../services/common/bus/types'
-import { startTestRuntime } from '../helper'
+import { startTestRuntime } from '../support/runtime'
 
 /**
  * The Mermaid diagram of docs/architecture.md against the code, so it cannot

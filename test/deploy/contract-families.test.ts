@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
-import { startTestRuntime } from '../helper'
+import { startTestRuntime } from '../support/runtime'
 
 /**
  * docs/contract.md's index of route families against the routes the

@@ -12,8 +12,9 @@ import { gatewayService } from '../../services/gateway/service'
 import { streamService } from '../../services/stream/service'
 import { webhooksService } from '../../services/webhooks/service'
 import { loadRoutes, routeFor } from '../../scripts/nginx'
-import { createIdentity, oauth1Request, startTestRuntime } from '../helper'
-import { DEPLOY } from './compose'
+import { oauth1Request } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { DEPLOY } from '../support/fixtures/deploy'
 
 /**
  * What can be checked of deploy/ without a container engine: the manifests

@@ -13,7 +13,7 @@ import { gatewayService } from '../../services/gateway/service'
 import { streamService } from '../../services/stream/service'
 import { webhooksService } from '../../services/webhooks/service'
 import { freeClusterPort } from '../../scripts/local-infra'
-import { composeMerge, type ComposeService, DEPLOY, list, readCompose } from './compose'
+import { composeMerge, type ComposeService, DEPLOY, list, readCompose } from '../support/fixtures/deploy'
 
 /**
  * deploy/'s Redis Cluster (compose overlay, Kubernetes manifests, config and

@@ -2,7 +2,8 @@ import t from 'tap'
 import { run as runApps, type CliIO } from '../../services/cli/apps'
 import { run as runUsers } from '../../services/cli/users'
 import { checkCredentials } from '../../services/gateway/identity'
-import { BACKENDS, FORM, send, startBackend } from './oauth-support'
+import { BACKENDS, FORM, startBackend } from '../support/fixtures/oauth'
+import { send } from '../support/http'
 
 /**
  * The operator API for apps and users (/admin/*) and the CLI that drives it

@@ -1,13 +1,14 @@
-import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
-import path from 'node:path'
 import t, { type Test } from 'tap'
 import { Agent, fetch as undiciFetch } from 'undici'
 import { AuthKeys } from '../../services/common/auth/records'
 import { loadConfig } from '../../services/common/config'
 import { createApp, createUser, rotateSecret } from '../../services/gateway/identity'
-import { createIdentity, eventually, tempDir } from '../helper'
-import { BACKENDS, classic, CookieJar, FORM, hiddenField, oauthClient, OAuthClientError, oauthHeader, send, startBackend, submitSignIn, verifierOf } from './oauth-support'
+import { BACKENDS, FORM, oauthClient, OAuthClientError, startBackend, submitSignIn, verifierOf } from '../support/fixtures/oauth'
+import { CookieJar, hiddenField, oauthHeader, send } from '../support/http'
+import { classic } from '../support/problems'
+import { createIdentity } from '../support/runtime'
+import { eventually, selfSignedCert, tempDir } from '../support/util'
 
 /**
  * Every OAuth endpoint's failure answers, each by sending the offending
@@ -330,9 +331,7 @@ t.test('sign-in attempts are limited per client address', async (t) => {
 
 t.test('HTTPS: served directly with TLS_CERT and TLS_KEY', async (t) => {
   const dir = tempDir(t, 'gw-tls-')
-  const cert = path.join(dir, 'cert.pem')
-  const key = path.join(dir, 'key.pem')
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', key, '-out', cert], { stdio: 'ignore', timeout: 20_000 })
+  const { cert, key } = selfSignedCert(dir, 'localhost', 'IP:127.0.0.1,DNS:localhost')
   const rt = await startBackend(t, 'memory', { TLS_CERT: cert, TLS_KEY: key })
   t.match(rt.baseUrl, /^https:\/\/127\.0\.0\.1:\d+$/)
   const agent = new Agent({ connect: { ca: fs.readFileSync(cert) } })

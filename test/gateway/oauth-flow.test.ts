@@ -1,13 +1,13 @@
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { AuthKeys, type AccessToken } from '../../services/common/auth/records'
 import { newSecret } from '../../services/common/ids'
 import { gatewayService } from '../../services/gateway/service'
 import { createApp, createUser, updateApp } from '../../services/gateway/identity'
-import { BACKENDS, oauthClient, OAuthClientError, send, startBackend, submitSignIn, verifierOf } from './oauth-support'
-import { authorize, CookieJar as OAuth2Jar, exchange, newClient } from './oauth2-support'
+import { BACKENDS, oauthClient, OAuthClientError, startBackend, submitSignIn, verifierOf } from '../support/fixtures/oauth'
+import { authorize, exchange, newClient } from '../support/fixtures/oauth2'
+import { CookieJar, send } from '../support/http'
+import { startCallbackReceiver } from '../support/receivers'
 
 /**
  * The whole three-legged OAuth 1.0a flow with real clients: the npm `oauth`
@@ -27,40 +27,6 @@ t.after(async () => {
   if (launched) await (await launched).close()
 })
 
-interface Receiver {
-  url: string
-  /** The query of the next request to /callback. */
-  next(): Promise<URLSearchParams>
-}
-
-/** The app's callback: a loopback server that records what the browser brings back. */
-async function callbackReceiver(t: Test): Promise<Receiver> {
-  const waiting: Array<(q: URLSearchParams) => void> = []
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://127.0.0.1')
-    if (url.pathname !== '/callback') {
-      res.writeHead(404).end()
-      return
-    }
-    waiting.shift()?.(url.searchParams)
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><html lang="en"><title>Back in the app</title><p id="done">Signed in</p></html>')
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  const { port } = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${port}`,
-    next: () =>
-      new Promise<URLSearchParams>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('the browser did not come back to the callback within 15 s')), 15_000)
-        waiting.push((q) => {
-          clearTimeout(timer)
-          resolve(q)
-        })
-      })
-  }
-}
-
 async function newPage(t: Test): Promise<Page> {
   const context = await (await browser()).newContext()
   t.teardown(() => context.close())
@@ -78,11 +44,11 @@ for (const backend of BACKENDS) {
     const rt = await startBackend(t, backend, {}, [gatewayService])
     const base = rt.baseUrl
     const store = rt.ctx.store
-    const rx = await callbackReceiver(t)
-    const app = await createApp(store, { name: 'Photo Printer', callback_urls: [`${rx.url}/callback`], access_level: 'read-write' })
+    const rx = await startCallbackReceiver(t)
+    const app = await createApp(store, { name: 'Photo Printer', callback_urls: [rx.url], access_level: 'read-write' })
     const password = 'correct horse battery'
     const user = await createUser(store, screenName('alice'), password)
-    const client = oauthClient(base, app, `${rx.url}/callback`)
+    const client = oauthClient(base, app, rx.url)
     const verify = `${base}/1.1/account/verify_credentials.json`
 
     const step1 = await client.requestToken()
@@ -93,7 +59,7 @@ for (const backend of BACKENDS) {
     t.equal(response?.status(), 200)
     const headers = response?.headers() ?? {}
     t.match(headers['content-security-policy'], /default-src 'none'/, 'a strict CSP')
-    t.match(headers['content-security-policy'], new RegExp(`form-action 'self' ${rx.url.replace(/[.]/g, '\\.')}`), 'the form may lead to the callback only')
+    t.match(headers['content-security-policy'], new RegExp(`form-action 'self' ${rx.origin.replace(/[.]/g, '\\.')}`), 'the form may lead to the callback only')
     t.equal(headers['x-frame-options'], 'DENY')
     t.equal(await page.getAttribute('html', 'lang'), 'en')
     t.match(await page.textContent('h1'), /Authorize Photo Printer to access your account\?/)
@@ -120,7 +86,7 @@ for (const backend of BACKENDS) {
     await page.getByLabel('Password').fill(password)
     const back = rx.next()
     await page.getByRole('button', { name: 'Authorize app' }).click()
-    const callback = await back
+    const callback = (await back).searchParams
     t.equal(callback.get('oauth_token'), step1.token, 'the browser comes back with the request token')
     const verifier = callback.get('oauth_verifier') as string
     t.ok(verifier.length >= 20, 'and a verifier')
@@ -149,7 +115,7 @@ for (const backend of BACKENDS) {
     t.match(await page.textContent('.account'), `@${user.screen_name}`, 'as the signed-in account')
     const back2 = rx.next()
     await page.getByRole('button', { name: 'Authorize app' }).click()
-    const callback2 = await back2
+    const callback2 = (await back2).searchParams
     t.equal(callback2.get('oauth_token'), step2.token)
     const access2 = await client.accessToken(step2.token, step2.secret, callback2.get('oauth_verifier') as string)
     t.not(access2.token, access.token, 'after invalidation a different token is issued')
@@ -159,7 +125,7 @@ for (const backend of BACKENDS) {
     const step3 = await client.requestToken()
     const back3 = rx.next()
     await page.goto(`${base}/oauth/authenticate?oauth_token=${encodeURIComponent(step3.token)}`)
-    const callback3 = await back3
+    const callback3 = (await back3).searchParams
     t.equal(callback3.get('oauth_token'), step3.token, 'authenticate skips re-approval')
     const access3 = await client.accessToken(step3.token, step3.secret, callback3.get('oauth_verifier') as string)
     t.equal(access3.token, access2.token, 'authorizing again returns the outstanding token')
@@ -170,7 +136,7 @@ for (const backend of BACKENDS) {
     t.match(await page.textContent('.account'), `@${user.screen_name}`, 'signed in as')
     const back4 = rx.next()
     await page.getByRole('button', { name: 'Cancel' }).click()
-    const denied = await back4
+    const denied = (await back4).searchParams
     t.equal(denied.get('denied'), step4.token, 'denial goes back with ?denied=')
     t.equal(denied.get('oauth_verifier'), null)
     const refused = await client.accessToken(step4.token, step4.secret, 'anything').catch((err: unknown) => err)
@@ -191,7 +157,7 @@ for (const backend of BACKENDS) {
     t.match(await page.textContent('.account'), `@${user.screen_name}`)
     const back6 = rx.next()
     await page.getByRole('button', { name: 'Authorize app' }).click()
-    t.equal((await back6).get('oauth_token'), step6.token, 'approving as the signed-in account needs no password')
+    t.equal((await back6).searchParams.get('oauth_token'), step6.token, 'approving as the signed-in account needs no password')
   })
 
   t.test(`out-of-band flow: the PIN is read from the page (${backend} store)`, async (t) => {
@@ -245,7 +211,7 @@ for (const backend of BACKENDS) {
     const access = await client.accessToken(step.token, step.secret, verifierOf(answer))
     t.equal((await client.get(verify, access.token, access.secret)).status, 200)
     const calendar = await newClient(rt)
-    const code = await authorize(base, calendar, 'tweet.read offline.access', new OAuth2Jar(), user)
+    const code = await authorize(base, calendar, 'tweet.read offline.access', new CookieJar(), user)
     const tokens = await exchange(base, calendar, code.params, code.verifier)
     t.ok(await store.exists(AuthKeys.bearer(tokens.access_token)), 'the OAuth 2.0 access token is live')
 

@@ -2,7 +2,8 @@ import * as oauth from 'oauth4webapi'
 import t from 'tap'
 import { run } from '../../services/cli/oauth2'
 import { createApp } from '../../services/gateway/identity'
-import { authorizationServer, authorize, CookieJar, exchange, INSECURE, newUser, REDIRECT_URI, rejection, send, startServer, withToken, type Client } from './oauth2-support'
+import { authorizationServer, authorize, exchange, INSECURE, newUser, REDIRECT_URI, rejection, startServer, withToken, type Client } from '../support/fixtures/oauth2'
+import { CookieJar, send } from '../support/http'
 
 /**
  * OAuth 2.0 client management: the operator routes (/admin/apps/:id/oauth2)

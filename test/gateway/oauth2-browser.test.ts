@@ -1,11 +1,10 @@
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import * as oauth from 'oauth4webapi'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { configureClient } from '../../services/gateway/oauth2/clients'
 import { SCOPES } from '../../services/gateway/oauth2/scopes'
-import { authorizationServer, INSECURE, newClient, newUser, PASSWORD, startServer, withToken, type Client } from './oauth2-support'
+import { authorizationServer, INSECURE, newClient, newUser, PASSWORD, startServer, withToken, type Client } from '../support/fixtures/oauth2'
+import { startCallbackReceiver } from '../support/receivers'
 
 /**
  * The whole OAuth 2.0 authorization-code flow with PKCE as a user lives it:
@@ -37,46 +36,6 @@ async function newPage(t: Test): Promise<{ page: Page; close: () => Promise<void
   return { page, close }
 }
 
-interface Receiver {
-  redirectUri: string
-  next(): Promise<URL>
-}
-
-/** The client's redirect URI: records the URL the browser is sent back to. */
-async function receiver(t: Test): Promise<Receiver> {
-  const waiting: Array<(u: URL) => void> = []
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? '/', `http://${req.headers.host}`)
-    if (url.pathname !== '/callback') {
-      res.writeHead(404).end()
-      return
-    }
-    waiting.shift()?.(url)
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><html lang="en"><title>Back in the app</title><p id="back">Back in the app</p></html>')
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        // The browser outlives the test and would keep its keep-alive socket open.
-        server.closeAllConnections()
-      })
-  )
-  const { port } = server.address() as AddressInfo
-  return {
-    redirectUri: `http://127.0.0.1:${port}/callback`,
-    next: () =>
-      new Promise<URL>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('the browser did not come back to the redirect URI within 15 s')), 15_000)
-        waiting.push((u) => {
-          clearTimeout(timer)
-          resolve(u)
-        })
-      })
-  }
-}
-
 async function authorizationUrl(base: string, client: Client, redirectUri: string, scope: string): Promise<{ url: string; verifier: string; state: string }> {
   const verifier = oauth.generateRandomCodeVerifier()
   const state = oauth.generateRandomState()
@@ -97,16 +56,16 @@ t.test('sign in, approve, exchange, use; then deny; in chromium', async (t) => {
   const rt = await startServer(t)
   const base = rt.baseUrl
   const as = authorizationServer(base)
-  const rx = await receiver(t)
+  const rx = await startCallbackReceiver(t)
   const client = await newClient(rt)
-  await configureClient(rt.ctx.store, client.app.id, { redirect_uris: [rx.redirectUri] })
+  await configureClient(rt.ctx.store, client.app.id, { redirect_uris: [rx.url] })
   const user = await newUser(rt)
   const { page, close } = await newPage(t)
 
   // 1. The consent page names the app and lists the scopes in words.
   // Includes what GET /2/activity/subscriptions takes (like.read, tweet.read), used below.
   const scope = 'tweet.read like.read users.read dm.read offline.access'
-  const first = await authorizationUrl(base, client, rx.redirectUri, scope)
+  const first = await authorizationUrl(base, client, rx.url, scope)
   const shown = await page.goto(first.url)
   t.equal(shown?.status(), 200)
   t.equal(await page.locator('#app-name').textContent(), client.app.name)
@@ -127,7 +86,7 @@ t.test('sign in, approve, exchange, use; then deny; in chromium', async (t) => {
   const [callback] = await Promise.all([rx.next(), page.click('#allow')])
   t.equal(callback.searchParams.get('state'), first.state)
   const params = oauth.validateAuthResponse(as, client.client, callback, first.state)
-  const response = await oauth.authorizationCodeGrantRequest(as, client.client, client.auth, params, rx.redirectUri, first.verifier, INSECURE)
+  const response = await oauth.authorizationCodeGrantRequest(as, client.client, client.auth, params, rx.url, first.verifier, INSECURE)
   const tokens = await oauth.processAuthorizationCodeResponse(as, client.client, response)
   t.match(tokens, { token_type: 'bearer', expires_in: 7200, scope, access_token: String, refresh_token: String })
   await page.waitForSelector('#back')
@@ -136,7 +95,7 @@ t.test('sign in, approve, exchange, use; then deny; in chromium', async (t) => {
   t.equal(used.status, 200, 'the access token works on a v2 route')
 
   // 4. Signed in now: the next request shows the account and the user cancels.
-  const second = await authorizationUrl(base, client, rx.redirectUri, 'tweet.read')
+  const second = await authorizationUrl(base, client, rx.url, 'tweet.read')
   await page.goto(second.url)
   t.match(await page.locator('.account').textContent(), new RegExp(`@${user.screen_name}`))
   t.equal(await page.locator('#password').count(), 0, 'no password asked of a signed-in browser')
@@ -151,24 +110,24 @@ t.test('sign in, approve, exchange, use; then deny; in chromium', async (t) => {
 
 t.test('requests that must not reach the client: unknown client, unregistered redirect_uri', async (t) => {
   const rt = await startServer(t)
-  const rx = await receiver(t)
+  const rx = await startCallbackReceiver(t)
   const client = await newClient(rt)
-  await configureClient(rt.ctx.store, client.app.id, { redirect_uris: [rx.redirectUri] })
+  await configureClient(rt.ctx.store, client.app.id, { redirect_uris: [rx.url] })
   const { page, close } = await newPage(t)
 
-  const unregistered = await authorizationUrl(rt.baseUrl, client, `${rx.redirectUri}/elsewhere`, 'tweet.read')
+  const unregistered = await authorizationUrl(rt.baseUrl, client, `${rx.url}/elsewhere`, 'tweet.read')
   const answer = await page.goto(unregistered.url)
   t.equal(answer?.status(), 400)
   t.match(await page.locator('h1').textContent(), /Invalid redirect address/)
   t.equal(new URL(page.url()).origin, new URL(rt.baseUrl).origin, 'the browser stays on the server: no open redirect')
 
-  const unknown = await authorizationUrl(rt.baseUrl, { ...client, client: { client_id: 'dW5rbm93bjoxOmNp' } }, rx.redirectUri, 'tweet.read')
+  const unknown = await authorizationUrl(rt.baseUrl, { ...client, client: { client_id: 'dW5rbm93bjoxOmNp' } }, rx.url, 'tweet.read')
   const answer2 = await page.goto(unknown.url)
   t.equal(answer2?.status(), 400)
   t.match(await page.locator('h1').textContent(), /Unknown application/)
 
   // An unknown scope is reported to the client, with the state.
-  const badScope = await authorizationUrl(rt.baseUrl, client, rx.redirectUri, 'tweet.read tweet.everything')
+  const badScope = await authorizationUrl(rt.baseUrl, client, rx.url, 'tweet.read tweet.everything')
   const [back] = await Promise.all([rx.next(), page.goto(badScope.url)])
   t.equal(back.searchParams.get('error'), 'invalid_scope')
   t.equal(back.searchParams.get('state'), badScope.state)

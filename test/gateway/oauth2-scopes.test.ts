@@ -2,8 +2,9 @@ import t from 'tap'
 import type { Runtime } from '../../services/common/runtime'
 import type { User } from '../../services/common/auth/records'
 import { issueAccessToken, issueBearer } from '../../services/gateway/identity'
-import { oauth1Request } from '../helper'
-import { authorize, CookieJar, exchange, newClient, newUser, startServer, withToken, type Client } from './oauth2-support'
+import { authorize, exchange, newClient, newUser, startServer, withToken, type Client } from '../support/fixtures/oauth2'
+import { oauth1Request, CookieJar } from '../support/http'
+import type { Problem } from '../support/problems'
 
 /**
  * Scope enforcement where the contract puts OAuth 2.0 user context: activity
@@ -12,12 +13,6 @@ import { authorize, CookieJar, exchange, newClient, newUser, startServer, withTo
  * Activity subscription routes.
  */
 
-interface Problem {
-  type: string
-  title: string
-  detail: string
-  status: number
-}
 
 let shared: Promise<Runtime> | undefined
 function server(): Promise<Runtime> {

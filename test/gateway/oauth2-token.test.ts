@@ -6,24 +6,9 @@ import { loadConfig } from '../../services/common/config'
 import { issueAccessToken } from '../../services/gateway/identity'
 import { claimCode, codeWasUsed, createGrant, newGrantId } from '../../services/gateway/oauth2/grants'
 import { OAuth2Keys } from '../../services/gateway/oauth2/keys'
-import { eventually, oauth1Request } from '../helper'
-import {
-  authorizationServer,
-  authorizationUrl,
-  authorize,
-  callbackOf,
-  CookieJar,
-  exchange,
-  INSECURE,
-  newClient,
-  newUser,
-  REDIRECT_URI,
-  rejection,
-  send,
-  startServer,
-  submitConsent,
-  withToken
-} from './oauth2-support'
+import { authorizationServer, authorizationUrl, authorize, callbackOf, exchange, INSECURE, newClient, newUser, REDIRECT_URI, rejection, startServer, submitConsent, withToken } from '../support/fixtures/oauth2'
+import { oauth1Request, CookieJar, send } from '../support/http'
+import { eventually } from '../support/util'
 
 /**
  * The token side of OAuth 2.0 user context, with the `oauth4webapi` client

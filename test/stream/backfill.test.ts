@@ -2,7 +2,7 @@ import t from 'tap'
 import { Deque, ENTRY_OVERHEAD_BYTES, RecentBuffer } from '../../services/stream/backfill'
 import { defaultNodeId, streamNodeSettings } from '../../services/stream/settings'
 import { loadConfig } from '../../services/common/config'
-import { testConfig } from '../helper'
+import { testConfig } from '../support/runtime'
 
 /** The backfill buffer's bounds (time, lines and bytes per app, bytes per node) and the stream node settings. */
 

@@ -8,8 +8,9 @@ import type { Runtime } from '../../services/common/runtime'
 import { gatewayService } from '../../services/gateway/service'
 import { streamService } from '../../services/stream/service'
 import { TicketKeys, TICKET_TTL_MS } from '../../services/stream/tickets'
-import { bearerRequest, createIdentity, startTestRuntime, type TestIdentity } from '../helper'
-import { ingest, nextUserId, OPERATOR_TOKEN, sampleEvent, subscribe } from '../activity/support'
+import { bearerRequest } from '../support/http'
+import { createIdentity, startTestRuntime, type TestIdentity } from '../support/runtime'
+import { ingest, nextUserId, OPERATOR_TOKEN, sampleEvent, subscribe } from '../support/fixtures/activity'
 
 /**
  * The stream from a web page: Debian's chromium (playwright-core) opens the

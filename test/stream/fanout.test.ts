@@ -7,8 +7,9 @@ import { deliveryKey } from '../../services/activity/matcher'
 import { TOPICS } from '../../services/common/bus/types'
 import { gatewayService } from '../../services/gateway/service'
 import { streamService } from '../../services/stream/service'
-import { createIdentity, eventually, startTestRuntime } from '../helper'
-import { nextUserId, openWsStream, OPERATOR_TOKEN, sampleEvent } from '../activity/support'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
+import { nextUserId, openWsStream, OPERATOR_TOKEN, sampleEvent } from '../support/fixtures/activity'
 
 /**
  * The stream fans out a batch at a time: deliveries consumed together reach

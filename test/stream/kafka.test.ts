@@ -6,9 +6,11 @@ import type { ServiceDefinition } from '../../services/common/service'
 import { gatewayService } from '../../services/gateway/service'
 import { KafkaBus } from '../../services/common/bus/kafka'
 import { streamServiceWith } from '../../services/stream/service'
-import { bearerRequest, createIdentity, eventually, plainRequest, startTestRuntime } from '../helper'
+import { bearerRequest, plainRequest } from '../support/http'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually } from '../support/util'
 import { kafkaBus, redisStore, startKafka, startRedis } from '../support/infra'
-import { ingest, openHttpStream, openWsStream, OPERATOR_TOKEN, sampleEvent, type StreamEnvelope, subscribe } from '../activity/support'
+import { ingest, openHttpStream, openWsStream, OPERATOR_TOKEN, sampleEvent, type StreamEnvelope, subscribe } from '../support/fixtures/activity'
 
 /**
  * The distributed shape on real infrastructure: a Kafka-protocol cluster

@@ -7,19 +7,16 @@ import { MemoryStore } from '../../services/common/store/memory'
 import { gatewayService } from '../../services/gateway/service'
 import { ConnectionRegistry } from '../../services/stream/registry'
 import { streamService } from '../../services/stream/service'
-import { bearerRequest, createIdentity, eventually, plainRequest, startTestRuntime, tempDir } from '../helper'
-import { ingest, nextUserId, openApiErrors, openHttpStream, openWsStream, OPERATOR_TOKEN, problemErrors, sampleEvent, subscribe } from '../activity/support'
+import { bearerRequest } from '../support/http'
+import { scrapedValue } from '../support/metrics'
+import { createIdentity, startTestRuntime } from '../support/runtime'
+import { eventually, tempDir } from '../support/util'
+import { ingest, nextUserId, openApiErrors, openHttpStream, openWsStream, OPERATOR_TOKEN, problemErrors, sampleEvent, subscribe } from '../support/fixtures/activity'
 
 /** Connection limit, SlowReader, ForceDisconnect (runtime close and SIGTERM), keep-alives, the shared registry. */
 
 const services = [gatewayService, activityService, streamService]
 const WAIT = 15_000
-
-async function metric(baseUrl: string, name: string, labels = ''): Promise<number> {
-  const text = (await plainRequest('GET', `${baseUrl}/metrics`)).text
-  const line = text.split('\n').find((l) => l.startsWith(name) && l.includes(labels) && !l.startsWith('#'))
-  return line ? Number(line.split(' ').pop()) : 0
-}
 
 /**
  * The module loader this test runs under (tsx, @tapjs/typescript, ...), for a
@@ -87,7 +84,7 @@ t.test('connections per app are limited; one more gets TooManyConnections over H
   }, WAIT)
   t.teardown(() => again.close())
   t.equal(again.status, 200, 'a closed connection frees its place')
-  t.equal(await metric(rt.baseUrl, 'stream_connections_refused_total', 'too-many-connections'), 2)
+  t.equal(await scrapedValue(rt.baseUrl, 'stream_connections_refused_total', { reason: 'too-many-connections' }), 2)
 })
 
 t.test('a client that stops reading gets SlowReader and is closed; the others keep up', async (t) => {
@@ -124,7 +121,7 @@ t.test('a client that stops reading gets SlowReader and is closed; the others ke
   const events = lines.slice(0, -1)
   t.ok(events.length > 0 && events.length < sent, `the slow client got ${events.length} of ${sent} events before the disconnect`)
   t.ok(events.every((l) => (JSON.parse(l) as { data?: unknown }).data), 'every line before the error is a whole event')
-  await eventually(async () => (await metric(rt.baseUrl, 'stream_connections', 'transport="http"')) === 1, WAIT)
+  await eventually(async () => (await scrapedValue(rt.baseUrl, 'stream_connections', { transport: 'http' })) === 1, WAIT)
 })
 
 t.test('a WebSocket client that stops reading gets SlowReader and close code 1008; the others keep up', async (t) => {
@@ -148,7 +145,7 @@ t.test('a WebSocket client that stops reading gets SlowReader and close code 100
   const events = stalled.messages.slice(0, -1)
   t.ok(events.length > 0 && events.length < sent, `the slow client got ${events.length} of ${sent} events before the disconnect`)
   t.ok(events.every((m) => m.data), 'every message before the error is a whole event')
-  await eventually(async () => (await metric(rt.baseUrl, 'stream_connections', 'transport="websocket"')) === 1, WAIT)
+  await eventually(async () => (await scrapedValue(rt.baseUrl, 'stream_connections', { transport: 'websocket' })) === 1, WAIT)
 })
 
 t.test('closing the runtime sends ForceDisconnect to every stream and refuses new ones', async (t) => {
@@ -171,7 +168,7 @@ t.test('closing the runtime sends ForceDisconnect to every stream and refuses ne
   t.equal(problemErrors(refused.json()), undefined)
   const refusedWs = await openWsStream(rt.baseUrl, id.bearer).catch((e: { status: number; body: string }) => e)
   t.match(refusedWs, { status: 503, body: /shutting down/ }, 'the WebSocket upgrade is refused too')
-  t.ok((await metric(rt.baseUrl, 'stream_connections_refused_total', 'shutting-down')) >= 2, 'counted as refused while shutting down')
+  t.ok((await scrapedValue(rt.baseUrl, 'stream_connections_refused_total', { reason: 'shutting-down' })) >= 2, 'counted as refused while shutting down')
   stalled.ws.resume()
   await closing
   await stalled.ended
@@ -283,13 +280,13 @@ t.test('the registry counts connections across nodes; a dead node\'s expire', as
 async function floodUntilSlowReader(t: Test, baseUrl: string, userId: string, healthy: { messages: unknown[] }, stalled: string): Promise<number> {
   const text = 'x'.repeat(20_000)
   let sent = 0
-  for (let batch = 0; batch < 100 && (await metric(baseUrl, 'stream_disconnects_total', 'SlowReader')) === 0; batch++) {
+  for (let batch = 0; batch < 100 && (await scrapedValue(baseUrl, 'stream_disconnects_total', { reason: 'SlowReader' })) === 0; batch++) {
     const res = await ingest(baseUrl, Array.from({ length: 30 }, () => sampleEvent('post.create', userId, { text })))
     if (res.status !== 200) t.fail(res.text)
     sent += 30
     await eventually(() => healthy.messages.length >= sent, WAIT)
   }
-  t.equal(await metric(baseUrl, 'stream_disconnects_total', 'SlowReader'), 1, `the stalled ${stalled} was disconnected (after ${sent} events)`)
+  t.equal(await scrapedValue(baseUrl, 'stream_disconnects_total', { reason: 'SlowReader' }), 1, `the stalled ${stalled} was disconnected (after ${sent} events)`)
   // One more batch after the disconnect: the healthy client gets it, the slow one's stream has ended.
   await ingest(baseUrl, Array.from({ length: 5 }, () => sampleEvent('post.create', userId, { text })))
   sent += 5

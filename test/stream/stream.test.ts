@@ -7,7 +7,9 @@ import { activityService } from '../../services/activity/service'
 import type { Runtime } from '../../services/common/runtime'
 import { gatewayService } from '../../services/gateway/service'
 import { streamService } from '../../services/stream/service'
-import { bearerRequest, createIdentity, eventually, startTestRuntime, type TestIdentity } from '../helper'
+import { bearerRequest } from '../support/http'
+import { createIdentity, startTestRuntime, type TestIdentity } from '../support/runtime'
+import { eventually } from '../support/util'
 import {
   ingest,
   nextUserId,
@@ -20,7 +22,7 @@ import {
   type StreamClient,
   type StreamEnvelope,
   subscribe
-} from '../activity/support'
+} from '../support/fixtures/activity'
 
 /**
  * End to end in the embedded runtime (memory bus, memory store): ingest ->

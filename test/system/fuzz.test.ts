@@ -6,7 +6,7 @@ import { formPairs, percentEncode, sign, type ParamPair } from '../../services/c
 import type { RouteEntry } from '../../services/common/server'
 import type { Runtime } from '../../services/common/runtime'
 import { createAccount } from '../../services/gateway/ads/accounts'
-import { createIdentity, startTestRuntime, type TestIdentity } from '../helper'
+import { createIdentity, startTestRuntime, type TestIdentity } from '../support/runtime'
 import { redisStore, startRedis } from '../support/infra'
 
 /**

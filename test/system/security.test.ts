@@ -10,8 +10,11 @@ import { MemoryStore } from '../../services/common/store/memory'
 import type { Store } from '../../services/common/store/types'
 import { type Account, createAccount, getAccount } from '../../services/gateway/ads/accounts'
 import { ALL_SERVICES } from '../../services/embedded/services'
-import { bearerRequest, createIdentity, eventually, oauth1Request, testConfig, type TestIdentity, type TestResponse } from '../helper'
-import { classic, FORM, oauthClient, oauthHeader, type Reply, send, submitSignIn, verifierOf } from '../gateway/oauth-support'
+import { FORM, oauthClient, submitSignIn, verifierOf } from '../support/fixtures/oauth'
+import { bearerRequest, oauth1Request, oauthHeader, send, type TestResponse } from '../support/http'
+import { classic } from '../support/problems'
+import { createIdentity, testConfig, type TestIdentity } from '../support/runtime'
+import { eventually } from '../support/util'
 import { redisStore, startRedis } from '../support/infra'
 
 /**
@@ -60,7 +63,7 @@ interface Harness {
 }
 
 /**
- * The embedded runtime as test/helper.ts builds it, but with the logger
+ * The embedded runtime as test/support/runtime.ts builds it, but with the logger
  * writing into `logs` and the production URL policy (WEBHOOK_ALLOW_INSECURE off).
  */
 async function startCapturedRuntime(t: Test, backend: 'memory' | 'redis'): Promise<Harness> {
@@ -87,7 +90,7 @@ function remember(h: Harness, id: TestIdentity, label: string): void {
 
 // ------------------------------------------------------------------ assertions on answers
 
-function expectClassic(t: Test, res: Reply | TestResponse, status: number, code: number, what: string): void {
+function expectClassic(t: Test, res: TestResponse, status: number, code: number, what: string): void {
   t.equal(res.status, status, `${what}: HTTP ${status}`)
   t.equal(res.status === status ? classic(res).code : undefined, code, `${what}: code ${code} (${res.text.slice(0, 200)})`)
 }

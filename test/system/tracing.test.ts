@@ -1,9 +1,9 @@
 import t from 'tap'
 import { createApp, issueBearer } from '../../services/gateway/identity'
-import { ingest, nextUserId, openHttpStream, sampleEvent, subscribe } from '../activity/support'
+import { ingest, nextUserId, openHttpStream, sampleEvent, subscribe } from '../support/fixtures/activity'
 import { startOtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver'
 import { eventually } from '../support/util'
-import { startReceiver } from '../webhooks/support'
+import { startReceiver } from '../support/receivers'
 import { OPERATOR_TOKEN } from './support/system'
 import { startUpSystem } from './support/up-system'
 

@@ -3,8 +3,12 @@ import { TOPICS } from '../../services/common/bus/types'
 import type { Runtime } from '../../services/common/runtime'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { accountActivityDeliveryId } from '../../services/webhooks/account-activity'
-import { bearerRequest, createIdentity, oauth1Request, type TestIdentity } from '../helper'
-import { eventually, metricsText, metricValue, numericId, openApiErrors, registerWebhook, startWebhooks } from './support'
+import { numericId, openApiErrors, registerWebhook, startWebhooks } from '../support/fixtures/webhooks'
+import { bearerRequest, oauth1Request } from '../support/http'
+import { metricsText, metricValue } from '../support/metrics'
+import { firstMessage } from '../support/problems'
+import { createIdentity, type TestIdentity } from '../support/runtime'
+import { eventually } from '../support/util'
 
 function subscriptionsUrl(rt: Runtime, webhookId: string): string {
   return `${rt.baseUrl}/2/account_activity/webhooks/${webhookId}/subscriptions/all`
@@ -31,10 +35,6 @@ function dmSent(sender: string, recipient: string): Record<string, unknown> {
       ]
     }
   }
-}
-
-function firstMessage(res: { json: <T>() => T }): string {
-  return res.json<{ errors?: Array<{ message: string }> }>().errors?.[0]?.message ?? ''
 }
 
 t.test('a user subscribes with user context and the app manages subscriptions with its bearer token', async (t) => {

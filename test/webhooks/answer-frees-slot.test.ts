@@ -2,7 +2,8 @@ import { allScheduled } from '../../services/webhooks/delivery/schedule'
 import t from 'tap'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { deliveryMessage, eventually, oneSlotWebhook, publishDeliveries, withLateMethod } from './support'
+import { deliveryMessage, oneSlotWebhook, publishDeliveries, withLateMethod } from '../support/fixtures/webhooks'
+import { eventually } from '../support/util'
 
 /**
  * A webhook's lane slot (WEBHOOK_CONCURRENCY) is the receiver's: it frees

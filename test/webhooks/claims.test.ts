@@ -5,9 +5,9 @@ import { claimDue } from '../../services/webhooks/delivery/claims'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { WebhookRegistry } from '../../services/webhooks/registry'
-import { createIdentity } from '../helper'
+import { createIdentity } from '../support/runtime'
 import { redisStore, startRedis } from '../support/infra'
-import { callsSince, commandCalls, redisWrites } from '../activity/store-rounds'
+import { callsSince, commandCalls, redisWrites } from '../support/store-rounds'
 
 /**
  * A scheduler pass claims its due deliveries together (services/webhooks/delivery/claims.ts):

@@ -2,7 +2,8 @@ import { WebhookKeys } from '../../services/webhooks/keys'
 import t from 'tap'
 import { type CliIo, run } from '../../services/cli/webhooks'
 import { formatReplayDate } from '../../services/webhooks/replay'
-import { collectDeadLetters, deliveryMessage, eventually, FAST_ENV, publishDeliveries, registerWebhook, startWebhooks } from './support'
+import { collectDeadLetters, deliveryMessage, FAST_ENV, publishDeliveries, registerWebhook, startWebhooks } from '../support/fixtures/webhooks'
+import { eventually } from '../support/util'
 
 function capture(env: Record<string, string>): CliIo & { lines: string[]; errors: string[] } {
   const lines: string[] = []

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { runDeliveryCases } from './delivery-cases'
-import { startWebhooks } from './support'
+import { runDeliveryCases } from '../support/fixtures/webhook-delivery-cases'
+import { startWebhooks } from '../support/fixtures/webhooks'
 
 /**
  * The delivery rules in embedded mode (memory bus, journaled memory store).

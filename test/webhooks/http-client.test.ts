@@ -2,8 +2,8 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { type HttpOutcome, WebhookClient } from '../../services/webhooks/http-client'
-import { eventually } from '../helper'
-import { type Gate, gate } from './support'
+import { type Gate, gate } from '../support/receivers'
+import { eventually } from '../support/util'
 
 /**
  * The webhooks HTTP client on its own, against a loopback server that holds

@@ -5,10 +5,13 @@ import { MemoryStore } from '../../services/common/store/memory'
 import type { Store } from '../../services/common/store/types'
 import type { DeliveryRecord } from '../../services/webhooks/delivery-log'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { createIdentity, bearerRequest, tempDir } from '../helper'
+import { deliveryMessage, publishDeliveries, startWebhooks } from '../support/fixtures/webhooks'
+import { bearerRequest } from '../support/http'
+import { gate, startReceiver, type Receiver } from '../support/receivers'
+import { createIdentity } from '../support/runtime'
+import { tempDir, eventually } from '../support/util'
 import { redisStore, startRedis } from '../support/infra'
-import { callsSince, commandCalls, redisWrites, roundCountingStore } from '../activity/store-rounds'
-import { deliveryMessage, eventually, gate, publishDeliveries, startReceiver, startWebhooks, type Receiver } from './support'
+import { callsSince, commandCalls, redisWrites, roundCountingStore } from '../support/store-rounds'
 
 /**
  * The webhooks intake costs two store round trips per consumed batch,
@@ -17,7 +20,7 @@ import { deliveryMessage, eventually, gate, publishDeliveries, startReceiver, st
  * schedule entry of the deliveries not answered within FIRST_ATTEMPT_WAIT_MS
  * (this fixture's receiver holds every POST: all of them). Counted in memory
  * with a store that groups the calls of one event-loop turn into a round
- * (store-rounds.ts), and on Redis by the ioredis client's socket writes (one
+ * (test/support/store-rounds.ts), and on Redis by the ioredis client's socket writes (one
  * auto-pipeline, one write) and Redis's own command counts. And deliveries
  * answered at once are written once each: their outcome is their only write.
  */

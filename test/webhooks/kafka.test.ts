@@ -3,13 +3,15 @@ import t from 'tap'
 import { RedisStore } from '../../services/common/store/redis'
 import { createLogger } from '../../services/common/logger'
 import { kafkaBus, startKafka, startRedis } from '../support/infra'
-import { runDeliveryCases } from './delivery-cases'
-import { collectDeadLetters, deliveryMessage, eventually, metricsText, metricValue, publishDeliveries, registerWebhook, startWebhooks } from './support'
+import { runDeliveryCases } from '../support/fixtures/webhook-delivery-cases'
+import { collectDeadLetters, deliveryMessage, publishDeliveries, registerWebhook, startWebhooks } from '../support/fixtures/webhooks'
+import { metricsText, metricValue } from '../support/metrics'
+import { eventually } from '../support/util'
 
 /**
  * The distributed set-up: the bus on a real Kafka-protocol cluster (librdkafka's
  * mock cluster, 3 brokers) and the state in a real Redis. The same delivery
- * rules as in embedded mode (delivery-cases.ts), then a restart of the
+ * rules as in embedded mode (test/support/fixtures/webhook-delivery-cases.ts), then a restart of the
  * service with retries pending.
  */
 

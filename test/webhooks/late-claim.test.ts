@@ -8,7 +8,8 @@ import type { Prepared } from '../../services/webhooks/delivery/intake'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { saveOp } from '../../services/webhooks/delivery/rescheduling'
 import type { StoreOp } from '../../services/common/store/types'
-import { eventually, registerWebhook, startWebhooks } from './support'
+import { registerWebhook, startWebhooks } from '../support/fixtures/webhooks'
+import { eventually } from '../support/util'
 
 /**
  * A claimed delivery that waited in its lane until too little of its lease

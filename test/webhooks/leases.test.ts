@@ -5,7 +5,8 @@ import { leaseOp } from '../../services/webhooks/delivery/leases'
 import { saveOp } from '../../services/webhooks/delivery/rescheduling'
 import { dueAt, scheduledAt } from '../../services/webhooks/delivery/schedule'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { eventually, registerWebhook, startWebhooks } from './support'
+import { registerWebhook, startWebhooks } from '../support/fixtures/webhooks'
+import { eventually } from '../support/util'
 
 /**
  * A webhooks process killed while it held deliveries leased ahead on the

@@ -5,19 +5,18 @@ import { RedisStore } from '../../services/common/store/redis'
 import { LockBusyError, withLock } from '../../services/webhooks/app-lock'
 import { partsFor } from '../../services/webhooks/parts'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { bearerRequest, createIdentity } from '../helper'
+import { registerWebhook, startWebhooks } from '../support/fixtures/webhooks'
+import { bearerRequest } from '../support/http'
+import { firstMessage } from '../support/problems'
+import { gate, startReceiver } from '../support/receivers'
+import { createIdentity } from '../support/runtime'
 import { startRedis } from '../support/infra'
-import { gate, registerWebhook, startReceiver, startWebhooks } from './support'
 
 /**
  * The per-app limits hold under concurrency across processes: two webhooks
  * services on one Redis (two processes of a deployment), creating webhooks
  * and subscriptions for one app at the same time.
  */
-
-function firstMessage(res: { json: <T>() => T }): string {
-  return res.json<{ errors?: Array<{ message: string }> }>().errors?.[0]?.message ?? ''
-}
 
 async function twoProcesses(t: Test, env: Record<string, string>): Promise<[Runtime, Runtime]> {
   const redis = await startRedis(t)

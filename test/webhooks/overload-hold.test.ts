@@ -3,7 +3,8 @@ import t from 'tap'
 import type { NewDelivery } from '../../services/webhooks/delivery/intake'
 import { readDue, scheduleSize } from '../../services/webhooks/delivery/schedule'
 import { partsFor } from '../../services/webhooks/parts'
-import { gate, registerWebhook, startWebhooks } from './support'
+import { registerWebhook, startWebhooks } from '../support/fixtures/webhooks'
+import { gate } from '../support/receivers'
 
 /**
  * Overload: a consumed batch for a webhook whose lane here is full but still

@@ -5,20 +5,13 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import t from 'tap'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { bearerRequest, createIdentity, oauth1Request, plainRequest, tempDir } from '../helper'
-import { eventually, FAST_ENV, metricsText, metricValue, openApiErrors, registerWebhook, startReceiver, startWebhooks } from './support'
-
-interface Problem {
-  type: string
-  title: string
-  status?: number
-  detail?: string
-  errors?: Array<{ message: string; parameters: Record<string, string[]> }>
-}
-
-function firstMessage(p: Problem): string {
-  return p.errors?.[0]?.message ?? ''
-}
+import { FAST_ENV, openApiErrors, registerWebhook, startWebhooks } from '../support/fixtures/webhooks'
+import { bearerRequest, oauth1Request, plainRequest } from '../support/http'
+import { metricsText, metricValue } from '../support/metrics'
+import { startReceiver } from '../support/receivers'
+import { firstMessage, type Problem } from '../support/problems'
+import { createIdentity } from '../support/runtime'
+import { tempDir, eventually } from '../support/util'
 
 t.test('create, list, validate and delete round trip against a real receiver', async (t) => {
   const rt = await startWebhooks(t)
@@ -44,7 +37,7 @@ t.test('create, list, validate and delete round trip against a real receiver', a
   t.same(fields.json(), { data: [{ id: data.id, valid: true }], meta: { result_count: 1 } })
   const badFields = await bearerRequest('GET', `${rt.baseUrl}/2/webhooks`, id.bearer, { query: { 'webhook_config.fields': 'id,secret' } })
   t.equal(badFields.status, 400)
-  t.match(firstMessage(badFields.json<Problem>()), /secret/)
+  t.match(firstMessage(badFields), /secret/)
 
   const validated = await bearerRequest('PUT', `${rt.baseUrl}/2/webhooks/${data.id}`, id.bearer)
   t.equal(validated.status, 200, validated.text)
@@ -135,7 +128,7 @@ t.test('webhook_id must match ^[0-9]{1,19}$', async (t) => {
       const p = res.json<Problem>()
       t.equal(openApiErrors('InvalidRequestProblem', p), undefined)
       t.equal(p.type, 'https://api.twitter.com/2/problems/invalid-request')
-      t.match(firstMessage(p), /^WebhookIdInvalid: .*\^\[0-9\]\{1,19\}\$/)
+      t.match(firstMessage(res), /^WebhookIdInvalid: .*\^\[0-9\]\{1,19\}\$/)
       t.same(p.errors?.[0]?.parameters, { webhook_id: [bad] })
     }
   }
@@ -149,16 +142,16 @@ t.test('create failures carry the platform reasons', async (t) => {
 
   const missing = await create({})
   t.equal(missing.status, 400)
-  t.match(firstMessage(missing.json<Problem>()), /^UrlValidationFailed: The `url` field is required/)
+  t.match(firstMessage(missing), /^UrlValidationFailed: The `url` field is required/)
   const tooLong = await create({ url: `${receiver.url}?${'x'.repeat(200)}` })
   t.equal(tooLong.status, 400)
-  t.match(firstMessage(tooLong.json<Problem>()), /^UrlValidationFailed: /)
+  t.match(firstMessage(tooLong), /^UrlValidationFailed: /)
   const extra = await create({ url: receiver.url, secret: 'x' })
-  t.match(firstMessage(extra.json<Problem>()), /^UrlValidationFailed: The `secret` field is not allowed/)
+  t.match(firstMessage(extra), /^UrlValidationFailed: The `secret` field is not allowed/)
   const notUrl = await create({ url: 'not a url' })
-  t.match(firstMessage(notUrl.json<Problem>()), /^UrlValidationFailed: /)
+  t.match(firstMessage(notUrl), /^UrlValidationFailed: /)
   const ftp = await create({ url: 'ftp://127.0.0.1/hook' })
-  t.match(firstMessage(ftp.json<Problem>()), /^UrlValidationFailed: The url must use https/)
+  t.match(firstMessage(ftp), /^UrlValidationFailed: The url must use https/)
 
   const tests: Array<[string, RegExp]> = [
     ['wrong', /^CrcValidationFailed: Invalid response_token$/],
@@ -173,7 +166,7 @@ t.test('create failures carry the platform reasons', async (t) => {
     t.equal(res.status, 400, `CRC ${mode} rejects the create`)
     const p = res.json<Problem>()
     t.equal(openApiErrors('InvalidRequestProblem', p), undefined)
-    t.match(firstMessage(p), message, mode)
+    t.match(firstMessage(res), message, mode)
     t.same(p.errors?.[0]?.parameters, { url: [receiver.url] })
   }
   t.same((await bearerRequest('GET', `${rt.baseUrl}/2/webhooks`, id.bearer)).json<{ data: unknown[] }>().data, [], 'nothing was registered')
@@ -182,11 +175,11 @@ t.test('create failures carry the platform reasons', async (t) => {
   t.equal((await create({ url: receiver.url })).status, 200)
   const dup = await create({ url: receiver.url })
   t.equal(dup.status, 400)
-  t.match(firstMessage(dup.json<Problem>()), /^DuplicateUrlFailed: /)
+  t.match(firstMessage(dup), /^DuplicateUrlFailed: /)
   const other = await startReceiver(t, id.app.consumer_secret, '/other')
   const limited = await create({ url: other.url })
   t.equal(limited.status, 400)
-  t.match(firstMessage(limited.json<Problem>()), /^WebhookLimitExceeded: .*limit of 1 webhook/)
+  t.match(firstMessage(limited), /^WebhookLimitExceeded: .*limit of 1 webhook/)
   const text = await metricsText(rt)
   t.ok(metricValue(text, 'webhook_crc_checks_total', { trigger: 'create', result: 'invalid' }) >= 3)
   t.ok(metricValue(text, 'webhook_crc_checks_total', { trigger: 'create', result: 'transient' }) >= 2)
@@ -209,7 +202,7 @@ t.test('the normalised URL is stored and used; a fragment or whitespace does not
   for (const same of [`${receiver.url}#other`, receiver.url, ` ${receiver.url}`, `${receiver.url}#`]) {
     const dup = await create(same)
     t.equal(dup.status, 400, JSON.stringify(same))
-    t.match(firstMessage(dup.json<Problem>()), /^DuplicateUrlFailed: /, JSON.stringify(same))
+    t.match(firstMessage(dup), /^DuplicateUrlFailed: /, JSON.stringify(same))
   }
   t.equal(receiver.crcCount, 1, 'no CRC for a duplicate')
 
@@ -253,7 +246,7 @@ t.test('unknown ids get spec-valid Problems: WebhookIdInvalid on the operator AP
     const res = await plainRequest(method, `${rt.baseUrl}${path}`, { headers: admin, ...(json ? { json } : {}) })
     t.equal(res.status, 400, `${method} ${path}`)
     t.equal(openApiErrors('InvalidRequestProblem', res.json()), undefined)
-    t.match(firstMessage(res.json<Problem>()), /^WebhookIdInvalid: No webhook with id \[999\]/)
+    t.match(firstMessage(res), /^WebhookIdInvalid: No webhook with id \[999\]/)
     t.same(res.json<Problem>().errors?.[0]?.parameters, { webhook_id: ['999'] })
   }
   // The public routes answer resource-not-found for a webhook of another app or none.
@@ -290,7 +283,7 @@ t.test('a TLS failure fails the CRC at once', async (t) => {
   const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/hook`
   const res = await bearerRequest('POST', `${rt.baseUrl}/2/webhooks`, id.bearer, { json: { url } })
   t.equal(res.status, 400)
-  t.match(firstMessage(res.json<Problem>()), /^CrcValidationFailed: TLS failure/)
+  t.match(firstMessage(res), /^CrcValidationFailed: TLS failure/)
   t.equal(metricValue(await metricsText(rt), 'webhook_crc_checks_total', { trigger: 'create', result: 'invalid' }), 1, 'counted as an immediate invalidation')
 })
 
@@ -305,7 +298,7 @@ t.test('validation (PUT) applies immediate invalidation and the 28-hour rule', a
     receiver.crcMode = mode
     const res = await put()
     t.equal(res.status, 400)
-    t.match(firstMessage(res.json<Problem>()), /^CrcValidationFailed: /)
+    t.match(firstMessage(res), /^CrcValidationFailed: /)
     t.equal(await valid(), true, `${mode}: a transient failure keeps the webhook valid`)
   }
 

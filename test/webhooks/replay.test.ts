@@ -1,14 +1,14 @@
 import t, { type Test as TapTest } from 'tap'
 import { checkWindow, formatReplayDate, parseReplayDate } from '../../services/webhooks/replay'
 import type { Runtime } from '../../services/common/runtime'
-import { bearerRequest, plainRequest } from '../helper'
-import { deliveryMessage, eventually, FAST_ENV, gate, metricsText, metricValue, openApiErrors, publishDeliveries, type Registered, registerWebhook, startWebhooks } from './support'
+import { deliveryMessage, FAST_ENV, openApiErrors, publishDeliveries, type Registered, registerWebhook, startWebhooks } from '../support/fixtures/webhooks'
+import { bearerRequest, plainRequest } from '../support/http'
+import { metricsText, metricValue } from '../support/metrics'
+import { firstMessage } from '../support/problems'
+import { gate } from '../support/receivers'
+import { eventually } from '../support/util'
 
 const MINUTE = 60_000
-
-function firstMessage(res: { json: <T>() => T }): string {
-  return res.json<{ errors?: Array<{ message: string }> }>().errors?.[0]?.message ?? ''
-}
 
 t.test('replay dates are yyyymmddhhmm UTC within the past 24 hours', async (t) => {
   t.equal(parseReplayDate('202504242000'), Date.UTC(2025, 3, 24, 20, 0))

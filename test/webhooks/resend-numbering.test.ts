@@ -6,7 +6,7 @@ import { DeliveryLog, type DeliveryRecord } from '../../services/webhooks/delive
 import type { HttpOutcome } from '../../services/webhooks/http-client'
 import { WebhookKeys } from '../../services/webhooks/keys'
 import { resend, saveOp } from '../../services/webhooks/delivery/rescheduling'
-import { tempDir } from '../helper'
+import { tempDir } from '../support/util'
 
 /**
  * A re-send starts a delivery's attempts and retry schedule over, but the

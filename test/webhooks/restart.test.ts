@@ -6,9 +6,9 @@ import { MemoryStore } from '../../services/common/store/memory'
 import { RedisStore } from '../../services/common/store/redis'
 import type { Store } from '../../services/common/store/types'
 import { createLogger } from '../../services/common/logger'
-import { tempDir } from '../helper'
+import { deliveryMessage, publishDeliveries, registerWebhook, startWebhooks } from '../support/fixtures/webhooks'
+import { tempDir, eventually } from '../support/util'
 import { startRedis } from '../support/infra'
-import { deliveryMessage, eventually, publishDeliveries, registerWebhook, startWebhooks } from './support'
 
 /**
  * Retries live in the store, not in the process: a webhooks service that

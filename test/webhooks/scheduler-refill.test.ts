@@ -1,5 +1,6 @@
 import t from 'tap'
-import { deliveryMessage, eventually, oneSlotWebhook, publishDeliveries, withLateMethod } from './support'
+import { deliveryMessage, oneSlotWebhook, publishDeliveries, withLateMethod } from '../support/fixtures/webhooks'
+import { eventually } from '../support/util'
 
 /**
  * A scheduler pass plans how many due deliveries each lane takes, then

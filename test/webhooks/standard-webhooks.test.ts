@@ -2,10 +2,12 @@ import t from 'tap'
 import { Webhook as StandardVerifier } from 'standardwebhooks'
 import { newStandardSecret } from '../../services/webhooks/signature'
 import { WebhookKeys } from '../../services/webhooks/keys'
-import { bearerRequest, createIdentity, plainRequest } from '../helper'
-import { sleep } from '../support/util'
+import { deliveryMessage, FAST_ENV, openApiErrors, publishDeliveries, startWebhooks } from '../support/fixtures/webhooks'
+import { bearerRequest, plainRequest } from '../support/http'
+import { type ReceivedPost, startReceiver } from '../support/receivers'
+import { createIdentity } from '../support/runtime'
+import { sleep, eventually } from '../support/util'
 import { formatReplayDate } from '../../services/webhooks/replay'
-import { deliveryMessage, eventually, FAST_ENV, openApiErrors, publishDeliveries, type ReceivedPost, startReceiver, startWebhooks } from './support'
 
 /**
  * Standard Webhooks signing, opt-in per webhook, checked the way a receiver

@@ -3,8 +3,9 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { WebhookClient } from '../../services/webhooks/http-client'
 import { checkWebhookUrl, isPublicAddress, parseWebhookUrl, type Resolver, UnsafeUrlError } from '../../services/webhooks/url-safety'
-import { bearerRequest, createIdentity } from '../helper'
-import { startWebhooks } from './support'
+import { startWebhooks } from '../support/fixtures/webhooks'
+import { bearerRequest } from '../support/http'
+import { createIdentity } from '../support/runtime'
 
 t.test('only public unicast addresses are public', async (t) => {
   const refused = [
