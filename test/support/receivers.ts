@@ -50,11 +50,12 @@ export function gate(): Gate {
 }
 
 /** The receiver's own HMAC: independent of the service's signing code. */
-function expectedSignature(secret: string, message: string): string {
+export function expectedSignature(secret: string, message: string): string {
   return `sha256=${createHmac('sha256', Buffer.from(secret, 'utf8')).update(Buffer.from(message, 'utf8')).digest('base64')}`
 }
 
-function sameString(a: string, b: string): boolean {
+/** Constant-time comparison, as a receiver checks a signature. */
+export function sameString(a: string, b: string): boolean {
   const x = Buffer.from(a)
   const y = Buffer.from(b)
   return x.length === y.length && timingSafeEqual(x, y)

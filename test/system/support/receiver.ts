@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto'
+import { expectedSignature, sameString } from '../../support/receivers'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
@@ -17,16 +17,6 @@ import type { Test } from 'tap'
  */
 
 export type DeliveryKind = 'activity' | 'account-activity'
-
-function signature(secret: string, message: string): string {
-  return `sha256=${createHmac('sha256', Buffer.from(secret, 'utf8')).update(Buffer.from(message, 'utf8')).digest('base64')}`
-}
-
-function sameString(a: string, b: string): boolean {
-  const x = Buffer.from(a)
-  const y = Buffer.from(b)
-  return x.length === y.length && timingSafeEqual(x, y)
-}
 
 export class CountingReceiver {
   /** event_uuid -> when it first arrived (ms), activity deliveries. */
@@ -102,7 +92,7 @@ export class CountingReceiver {
           res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"crc_token missing"}')
           return
         }
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ response_token: signature(this.secret, token) }))
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ response_token: expectedSignature(this.secret, token) }))
         return
       }
       if (req.method !== 'POST') {
@@ -111,7 +101,7 @@ export class CountingReceiver {
       }
       const body = Buffer.concat(chunks).toString('utf8')
       const header = req.headers['x-twitter-webhooks-signature']
-      if (typeof header !== 'string' || !sameString(header, signature(this.secret, body))) {
+      if (typeof header !== 'string' || !sameString(header, expectedSignature(this.secret, body))) {
         this.badSignatures++
         res.writeHead(401).end()
         return

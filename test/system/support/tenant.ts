@@ -1,5 +1,3 @@
-import { createHmac } from 'node:crypto'
-import OAuth from 'oauth-1.0a'
 import type { Test } from 'tap'
 import type { AccessToken, App, User } from '../../../services/common/auth/records'
 import { keysCoveringPartitions, partitionFor } from '../../../services/common/bus/partitioner'
@@ -7,6 +5,7 @@ import { loadTopics } from '../../../services/common/bus/topics'
 import { TOPICS } from '../../../services/common/bus/types'
 import { newNumericId } from '../../../services/common/ids'
 import { createApp, createUser, issueAccessToken, issueBearer } from '../../../services/gateway/identity'
+import { oauthHeader } from '../../support/http'
 import { startCountingReceiver, type CountingReceiver } from './receiver'
 import type { SystemView } from './system'
 
@@ -52,15 +51,6 @@ async function call(method: string, url: string, headers: Record<string, string>
     // not JSON: `text` tells
   }
   return { status: res.status, json: parsed, text }
-}
-
-function oauth1Header(method: string, url: string, app: App, token: AccessToken): Record<string, string> {
-  const oauth = new OAuth({
-    consumer: { key: app.consumer_key, secret: app.consumer_secret },
-    signature_method: 'HMAC-SHA1',
-    hash_function: (base, key) => createHmac('sha1', key).update(base).digest('base64')
-  })
-  return { ...oauth.toHeader(oauth.authorize({ url, method }, { key: token.token, secret: token.secret })) }
 }
 
 /**
@@ -147,7 +137,7 @@ export async function setUpTenant(t: Test, system: SystemView, options: TenantOp
   await addFanOut(system, activity, followed, options.fanOut ?? 0, app.id)
 
   const aaaUrl = `${webhooks}/2/account_activity/webhooks/${webhook.id}/subscriptions/all`
-  const aaa = await call('POST', aaaUrl, oauth1Header('POST', aaaUrl, app, token))
+  const aaa = await call('POST', aaaUrl, { authorization: oauthHeader('POST', aaaUrl, { app, token }) })
   if (aaa.status !== 200) throw new Error(`account activity subscription failed: ${aaa.status} ${aaa.text}`)
 
   return { app, user, token, bearer, receiver, webhookId: webhook.id, followed }
