@@ -56,11 +56,13 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { Observer, type PhaseReport } from './distributed/observers'
-import { Publisher } from './distributed/publisher'
+import type { Observer, PhaseReport } from './distributed/observers'
+import type { Publisher } from './distributed/publisher'
 import { beginWindow, digest, endWindow, redisLabel, redisLine, type RedisMode, type RedisStart, type RedisWindow } from './distributed/redis-work'
 import { int, ms, report, type RateFigures, type RunFigures, type RunSpec } from './distributed/report'
-import { cpuBetween, cpuSnapshot, createCustomer, metricsDigest, metricsSnapshot, progress, registerWebhook, startEmbedded, startUp, type System } from './distributed/systems'
+import { openScene } from './distributed/scene'
+import { cpuBetween, cpuSnapshot, metricsDigest, metricsSnapshot, progress, startEmbedded, startUp, type System } from './distributed/systems'
+import { CleanUp } from './support/clean-up'
 
 function numbers(name: string, fallback: string): number[] {
   const raw = process.env[name] ?? fallback
@@ -100,23 +102,8 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 // ---------------------------------------------------------------- clean-up, Ctrl-C included
 
-const stoppers: Array<() => Promise<void>> = []
-let stopping: Promise<void> | undefined
-
-function stopAll(): Promise<void> {
-  stopping ??= (async () => {
-    for (const stop of stoppers.splice(0).reverse()) await stop().catch((err: unknown) => progress(`clean-up: ${(err as Error).message}`))
-  })()
-  return stopping
-}
-
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-  process.on(signal, () => {
-    if (stopping) return
-    progress(`${signal}: stopping everything the bench started`)
-    void stopAll().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143))
-  })
-}
+const cleanUp = new CleanUp(progress)
+cleanUp.onSignals()
 
 // ---------------------------------------------------------------- one run (make up or embedded)
 
@@ -216,9 +203,9 @@ async function runRate(system: System, label: string, phase: number, rate: numbe
 async function run(spec: RunSpec, rates: number[], workDir: string): Promise<RunFigures> {
   const { label, phaseBase } = spec
   progress(`${label}: starting`)
-  const mark = stoppers.length
+  const mark = cleanUp.mark()
   const started = now()
-  const onStop = (stop: () => Promise<void>): void => void stoppers.push(stop)
+  const onStop = (stop: () => Promise<void>): void => cleanUp.add(stop)
   try {
     const system = spec.kind === 'make-up' ? await startUp(workDir, PROFILE_DIR, onStop, spec.redis) : await startEmbedded(workDir, PROFILE_DIR, onStop)
     const redisNote = spec.kind === 'make-up' && spec.redis === 'cluster' ? `Redis Cluster (${system.redisPorts.length} nodes: 3 masters + 1 replica each)` : 'Redis'
@@ -228,15 +215,8 @@ async function run(spec: RunSpec, rates: number[], workDir: string): Promise<Run
         : 'embedded (make run): one process, every service, memory bus, memory store journaled to disk'
     progress(`${label}: up in ${((now() - started) / 1000).toFixed(1)} s (${description})`)
 
-    const base = await createCustomer(system, FOLLOWED)
-    const webhook = await Observer.start({ kind: 'webhook', secret: base.secret })
-    stoppers.push(() => webhook.stop())
-    await registerWebhook(system, base, webhook.url ?? '')
-    const stream = await Observer.start({ kind: 'stream', url: system.baseUrl, bearer: base.bearer })
-    stoppers.push(() => stream.stop())
-    const publisher = new Publisher(system.baseUrl, system.operatorToken, base.users, PUBLISH)
-    stoppers.push(() => publisher.close())
-    progress(`${label}: app ${base.appId}, webhook ${webhook.url}, ${base.users.length} followed users, stream open`)
+    const { customer, webhook, stream, publisher } = await openScene(system, FOLLOWED, PUBLISH, cleanUp)
+    progress(`${label}: app ${customer.appId}, webhook ${webhook.url}, ${customer.users.length} followed users, stream open`)
 
     // Warm-up (not reported): consumers assigned, subscriptions cached, JIT warm.
     const warm = await publisher.publish(phaseBase, 200, 2)
@@ -268,7 +248,7 @@ async function run(spec: RunSpec, rates: number[], workDir: string): Promise<Run
     return { spec, description, rates: figures, warmupNote, redisIdle }
   } finally {
     // Stop this system before the next one starts (the machine is shared), also when the run failed.
-    for (const stop of stoppers.splice(mark).reverse()) await stop().catch((err: unknown) => progress(`clean-up: ${(err as Error).message}`))
+    await cleanUp.unwindTo(mark)
     progress(`${label}: stopped`)
   }
 }
@@ -292,7 +272,7 @@ async function main(): Promise<void> {
   const embeddedRates = [...RATES, ...EMBEDDED_EXTRA.filter((r) => !RATES.includes(r))]
   if (embeddedRates.length >= 33) throw new Error('at most 32 rates (each run numbers its phases in 33)')
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-distributed-'))
-  stoppers.push(async () => fs.rmSync(workDir, { recursive: true, force: true }))
+  cleanUp.add(async () => fs.rmSync(workDir, { recursive: true, force: true }))
   if (PROFILE_DIR) fs.mkdirSync(PROFILE_DIR, { recursive: true })
   const startedAt = now()
   const runs: RunFigures[] = []
@@ -303,13 +283,13 @@ async function main(): Promise<void> {
       try {
         runs.push(await run(spec, spec.kind === 'embedded' ? embeddedRates : RATES, workDir))
       } catch (err) {
-        if (stopping) throw err
+        if (cleanUp.stopping) throw err
         progress(`${spec.label} failed: ${(err as Error).stack ?? String(err)}`)
         failures.push([spec.label, err as Error])
       }
     }
   } finally {
-    await stopAll()
+    await cleanUp.stopAll()
   }
   const settings = { seconds: SECONDS, drainSeconds: DRAIN_S, settleSeconds: SETTLE_S, followed: FOLLOWED, tickMs: PUBLISH.tickMs, maxInFlight: PUBLISH.maxInFlight }
   process.stdout.write(`${report(runs, failures, settings, (now() - startedAt) / 1000).join('\n')}\n`)
@@ -318,6 +298,6 @@ async function main(): Promise<void> {
 
 main().catch(async (err: unknown) => {
   process.stderr.write(`bench/distributed failed: ${(err as Error).stack ?? String(err)}\n`)
-  await stopAll()
+  await cleanUp.stopAll()
   process.exit(1)
 })

@@ -29,10 +29,12 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { Observer, type PhaseReport, type PhaseSamples } from './distributed/observers'
-import { Publisher, type PublishResult } from './distributed/publisher'
+import type { PhaseReport, PhaseSamples } from './distributed/observers'
+import type { PublishResult } from './distributed/publisher'
 import { int, ms } from './distributed/report'
-import { createCustomer, progress, registerWebhook, startEmbedded, startUp, type System } from './distributed/systems'
+import { openScene, type Scene } from './distributed/scene'
+import { progress, startEmbedded, startUp, type System } from './distributed/systems'
+import { CleanUp } from './support/clean-up'
 import { percentile } from './support/stats'
 
 function number(name: string, fallback: number): number {
@@ -60,30 +62,13 @@ const now = (): number => performance.timeOrigin + performance.now()
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 const seconds = (n: number): string => (n / 1000).toFixed(1)
 
-const stoppers: Array<() => Promise<void>> = []
-async function stopAll(): Promise<void> {
-  for (const stop of stoppers.splice(0).reverse()) await stop().catch((err: unknown) => progress(`clean-up: ${(err as Error).message}`))
-}
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => void stopAll().finally(() => process.exit(130)))
+const cleanUp = new CleanUp(progress)
+cleanUp.onSignals()
 
-interface Scene {
-  system: System
-  webhook: Observer
-  stream: Observer
-  publisher: Publisher
-}
-
+/** A scene warmed up: consumers assigned, subscriptions cached (phase 1, not reported). */
 async function scene(system: System): Promise<Scene> {
-  const customer = await createCustomer(system, FOLLOWED)
-  const webhook = await Observer.start({ kind: 'webhook', secret: customer.secret })
-  stoppers.push(() => webhook.stop())
-  await registerWebhook(system, customer, webhook.url ?? '')
-  const stream = await Observer.start({ kind: 'stream', url: system.baseUrl, bearer: customer.bearer })
-  stoppers.push(() => stream.stop())
-  const publisher = new Publisher(system.baseUrl, system.operatorToken, customer.users, PUBLISH)
-  stoppers.push(() => publisher.close())
-  const s = { system, webhook, stream, publisher }
-  const warm = await publisher.publish(1, 200, 2)
+  const s = await openScene(system, FOLLOWED, PUBLISH, cleanUp)
+  const warm = await s.publisher.publish(1, 200, 2)
   await drained(s, 1, warm.published, 60_000)
   return s
 }
@@ -193,8 +178,8 @@ function figuresLine(label: string, r: RunFigures): string {
 }
 
 async function recovery(workDir: string): Promise<string[]> {
-  const mark = stoppers.length
-  const system = await startUp(workDir, PROFILE_DIR, (stop) => void stoppers.push(stop), 'single')
+  const mark = cleanUp.mark()
+  const system = await startUp(workDir, PROFILE_DIR, (stop) => cleanUp.add(stop), 'single')
   try {
     const s = await scene(system)
     progress(`recovery: baseline, ${int(RATE)}/s for ${SECONDS} s without a fault`)
@@ -240,7 +225,7 @@ async function recovery(workDir: string): Promise<string[]> {
     out.push('', `targets: kill -9 run webhook p99 <= 10,000 ms (${ms(faulted.webhook.p99)}), stream p99 <= 3,000 ms (${ms(faulted.stream.p99)}), 0 lost (${int(Math.max(0, faulted.pub.published - faulted.webhook.unique))} webhook, ${int(Math.max(0, faulted.pub.published - faulted.stream.unique))} stream), publishers no error (${int(faulted.pub.failed)})`)
     return out
   } finally {
-    for (const stop of stoppers.splice(mark).reverse()) await stop().catch((err: unknown) => progress(`clean-up: ${(err as Error).message}`))
+    await cleanUp.unwindTo(mark)
   }
 }
 
@@ -254,8 +239,8 @@ function arrivalRate(x: PhaseSamples, from: number, to: number): number {
 }
 
 async function overload(workDir: string, mode: 'embedded' | 'make-up'): Promise<string[]> {
-  const mark = stoppers.length
-  const onStop = (stop: () => Promise<void>): void => void stoppers.push(stop)
+  const mark = cleanUp.mark()
+  const onStop = (stop: () => Promise<void>): void => cleanUp.add(stop)
   const system = mode === 'embedded' ? await startEmbedded(workDir, PROFILE_DIR, onStop) : await startUp(workDir, PROFILE_DIR, onStop, 'single')
   try {
     const s = await scene(system)
@@ -287,25 +272,25 @@ async function overload(workDir: string, mode: 'embedded' | 'make-up'): Promise<
       ...notes
     ]
   } finally {
-    for (const stop of stoppers.splice(mark).reverse()) await stop().catch((err: unknown) => progress(`clean-up: ${(err as Error).message}`))
+    await cleanUp.unwindTo(mark)
   }
 }
 
 async function main(): Promise<void> {
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-faults-'))
-  stoppers.push(async () => fs.rmSync(workDir, { recursive: true, force: true }))
+  cleanUp.add(async () => fs.rmSync(workDir, { recursive: true, force: true }))
   const out: string[] = []
   try {
     if (PARTS.includes('recovery')) out.push(...(await recovery(path.join(workDir, 'recovery'))), '')
     if (PARTS.includes('overload')) for (const mode of OVERLOAD_MODES) out.push(...(await overload(path.join(workDir, mode), mode === 'embedded' ? 'embedded' : 'make-up')), '')
   } finally {
-    await stopAll()
+    await cleanUp.stopAll()
   }
   process.stdout.write(`${out.join('\n')}\n`)
 }
 
 main().catch(async (err: unknown) => {
   process.stderr.write(`bench/faults failed: ${(err as Error).stack ?? String(err)}\n`)
-  await stopAll()
+  await cleanUp.stopAll()
   process.exit(1)
 })

@@ -26,7 +26,7 @@ export class IngestBacklog {
   private previous: { lag: number; at: number } | undefined
   private reading: Promise<void> | undefined
   /** Events admitted since the lag was last read: counted against the bound until the next reading sees them. */
-  private admitted = 0
+  private admittedSinceRead = 0
 
   constructor(private readonly ctx: ServiceContext) {}
 
@@ -38,16 +38,15 @@ export class IngestBacklog {
     this.previous = this.readAt > 0 ? { lag: this.lag, at: this.readAt } : undefined
     this.lag = offsets.reduce((sum, o) => sum + Math.max(0, o.lag), 0)
     this.readAt = now
-    this.admitted = 0
+    this.admittedSinceRead = 0
   }
 
   /**
-   * Admits a batch of about `events` events, or throws the 503 Problem (its Retry-After in
-   * `retryAfterSeconds`) when the backlog is past the bound. Between two readings of the lag what
-   * was admitted counts too: a flood would otherwise be let in whole for a second after a reading
-   * found room.
+   * Throws the 503 Problem (its Retry-After in `retryAfterSeconds`) when the backlog is past the
+   * bound. Between two readings of the lag what was admitted counts too (`admitted`): a flood would
+   * otherwise be let in whole for a second after a reading found room.
    */
-  async admit(events = 1): Promise<void> {
+  async admit(): Promise<void> {
     const limit = this.ctx.config.ingestBacklogLimit
     if (limit <= 0) return
     if (Date.now() - this.readAt >= READ_EVERY_MS) {
@@ -56,12 +55,14 @@ export class IngestBacklog {
         .finally(() => (this.reading = undefined))
       await this.reading
     }
-    const backlog = this.lag + this.admitted
-    if (backlog <= limit) {
-      this.admitted += events
-      return
-    }
+    const backlog = this.lag + this.admittedSinceRead
+    if (backlog <= limit) return
     throw new BacklogFullError(backlog, limit, this.retryAfterSeconds(limit))
+  }
+
+  /** `events` of an admitted batch are about to be published. */
+  admitted(events: number): void {
+    this.admittedSinceRead += events
   }
 
   private retryAfterSeconds(limit: number): number {

@@ -121,7 +121,7 @@ export function describeEventErrors(errors: ErrorObject[] | null | undefined): s
     .join('; ')
 }
 
-/** Events in a body not parsed yet: NDJSON's non-blank lines (counted, not parsed), an array's items, else one. */
+/** Events in a refused body, for the metric: NDJSON's non-blank lines (counted, not parsed), an array's items, else one. */
 function roughCount(body: unknown): number {
   if (Array.isArray(body)) return body.length
   const text = (body as { ndjson?: unknown } | null)?.ndjson
@@ -168,12 +168,11 @@ export async function registerIngestRoute(app: FastifyInstance, ctx: ServiceCont
     scope.post(INGEST_PATH, { preHandler: guard }, async (request, reply) => {
       // Past the backlog's bound nothing more is accepted, refused before any of it is parsed or published:
       // under overload a refusal must cost next to nothing, or refusing takes the CPU the consumers need.
-      const rough = roughCount(request.body)
       try {
-        await backlog.admit(rough)
+        await backlog.admit()
       } catch (err) {
         if (!(err instanceof BacklogFullError)) throw err
-        metrics.rejected.inc({ reason: 'backlog-full' }, rough)
+        metrics.rejected.inc({ reason: 'backlog-full' }, roughCount(request.body))
         request.log.warn({ lag: err.lag, limit: err.limit, retry_after: err.retryAfterSeconds }, 'activity ingest batch refused: backlog full')
         void reply.header('retry-after', String(err.retryAfterSeconds))
         throw err.problem
@@ -216,6 +215,8 @@ export async function registerIngestRoute(app: FastifyInstance, ctx: ServiceCont
           return reply.header(REPLAYED_HEADER, 'true').send(claim.answer)
         }
       }
+      // Counted against the bound until the next reading of the lag sees them (backlog.ts).
+      backlog.admitted(events.length)
       try {
         await ctx.bus.publishMany(
           TOPICS.activityEvents,

@@ -20,7 +20,6 @@ import { PollingWorker } from '../polling'
 import type { WebhookRegistry } from '../registry'
 import { pullForward, resend, type ReschedulingDeps } from './rescheduling'
 
-
 /**
  * Signed delivery with durable retries.
  *
@@ -58,7 +57,6 @@ import { pullForward, resend, type ReschedulingDeps } from './rescheduling'
  * already pending when the webhook was deleted end `cancelled`.
  */
 
-
 export interface EngineOptions {
   /** Delay before attempt n+1 (index n); its length is the number of attempts. */
   schedule: number[]
@@ -80,7 +78,6 @@ export interface EngineDeps {
   /** This process's liveness id (services/common/liveness.ts); a fresh id when not given. */
   processId?: string
 }
-
 
 /** Entries a pass reads from each shard of the schedule (twelve shards: about a thousand a pass). */
 const SCHEDULER_PAGE_PER_SHARD = 84
@@ -131,8 +128,13 @@ export class DeliveryEngine {
     this.runner = new AttemptRunner(deps, options)
     this.releases = new WriteCoalescer(deps.store, undefined, KNOWN_KEYS)
     this.claimDeps = { store: deps.store, registry: deps.registry, nodeId: this.nodeId, leaseMs: this.leaseMs }
+    this.lanes = new Lanes<Prepared>(options.concurrency, {
+      run: (webhookId, { fresh }) => this.preparedAttempt(webhookId, fresh),
+      failed: (err, webhookId, deliveryId) => this.deps.logger.warn({ err, delivery_id: deliveryId, webhook_id: webhookId }, 'delivery attempt failed; it stays scheduled'),
+      drained: () => this.scheduler?.poke()
+    })
     this.planDeps = {
-      lanes: { startingSoon: (id) => this.lanes.startingSoon(id), hasRoom: (id) => this.lanes.hasRoom(id) },
+      lanes: this.lanes,
       leaseMs: this.leaseMs,
       processId: this.nodeId,
       dropped: (d, why) => {
@@ -140,11 +142,6 @@ export class DeliveryEngine {
         this.deps.logger.debug({ delivery_id: d.delivery_id, webhook_id: d.webhook_id }, `delivery dropped: ${why}`)
       }
     }
-    this.lanes = new Lanes<Prepared>(options.concurrency, {
-      run: (webhookId, { fresh }) => this.preparedAttempt(webhookId, fresh),
-      failed: (err, webhookId, deliveryId) => this.deps.logger.warn({ err, delivery_id: deliveryId, webhook_id: webhookId }, 'delivery attempt failed; it stays scheduled'),
-      drained: () => this.scheduler?.poke()
-    })
   }
 
   // ------------------------------------------------------------ intake

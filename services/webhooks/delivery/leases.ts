@@ -49,13 +49,13 @@ export async function releaseLeasesOf(store: Store, deadId: string, now = Date.n
       store.mget(chunk.map(({ d }) => WebhookKeys.claim(d.deliveryId))),
       Promise.all(chunk.map(({ d }) => scheduledAt(store, d)))
     ])
-    const ops = chunk.flatMap(({ d, leaseUntil }, j) => {
+    const held = chunk.filter(({ leaseUntil }, j) => {
       const claim = claims[j]
-      const stillHeld = records[j]?.status === 'pending' && scheduled[j] === leaseUntil && (claim === undefined || claim === deadId)
-      return stillHeld ? [dueAt(d, now), { op: 'del', key: WebhookKeys.claim(d.deliveryId) } satisfies StoreOp] : []
+      return records[j]?.status === 'pending' && scheduled[j] === leaseUntil && (claim === undefined || claim === deadId)
     })
+    const ops = held.flatMap(({ d }): StoreOp[] => [dueAt(d, now), { op: 'del', key: WebhookKeys.claim(d.deliveryId) }])
     if (ops.length > 0) await store.batch(ops, KNOWN_KEYS)
-    released += ops.length / 2
+    released += held.length
   }
   await store.del(key)
   return released
